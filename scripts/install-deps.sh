@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs, from Debian 12's repository, exactly the packages pillar's build
+# and tests need that this machine lacks. Safe to run again.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build ccache pkg-config git
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  nlohmann-json3-dev libsqlite3-dev sqlite3 libspdlog-dev libfmt-dev libcli11-dev libssl-dev openssl
+  libgtest-dev libgmock-dev libbenchmark-dev
+  clang-14 libclang-rt-14-dev clang-format clang-tidy
+  util-linux e2fsprogs xfsprogs
+)
+if [[ "${PILLAR_WITH_E2E:-0}" == 1 ]]; then
+  packages+=(qemu-system-x86 qemu-utils debootstrap linux-image-amd64)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: nothing missing"
+  exit 0
+fi
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then SUDO=sudo; fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

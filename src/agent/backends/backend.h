@@ -1,0 +1,63 @@
+// A pool of backend volumes on this storage node. Implementations drive the
+// storage's own tools (losetup/truncate, lvm2, zfs) through Exec, and never
+// run anything through a shell. Every operation is idempotent.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace pillar::agent {
+
+enum class VolumeMode { kBlock, kFilesystem };
+
+const char* VolumeModeName(VolumeMode mode);
+
+struct BackendVolume {
+  std::string name;  // the volume component of "<pool>/<volume>"
+  int64_t size_bytes = 0;
+  VolumeMode mode = VolumeMode::kBlock;
+  std::string device_path;  // block mode: the device the exporters serve
+  std::string export_path;  // filesystem mode: the directory NFS serves
+};
+
+struct PoolCapacity {
+  int64_t total_bytes = 0;
+  int64_t available_bytes = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual const std::string& pool() const = 0;  // validated pool name
+  virtual std::string kind() const = 0;         // "file", "lvm", "lvm-thin", "zfs"
+  virtual std::vector<VolumeMode> modes() const = 0;
+
+  // Creates the volume, or returns the existing one when it matches
+  // (same mode, size >= requested). A mismatch is ALREADY_EXISTS.
+  virtual StatusOr<BackendVolume> Create(const std::string& name, int64_t size_bytes,
+                                         VolumeMode mode,
+                                         const std::map<std::string, std::string>& params) = 0;
+  // Grows to at least size_bytes; never shrinks (OUT_OF_RANGE for a shrink).
+  virtual StatusOr<BackendVolume> Expand(const std::string& name, int64_t size_bytes) = 0;
+  // Deletes the volume; a missing volume is success.
+  virtual Status Delete(const std::string& name) = 0;
+  // NOT_FOUND when the volume does not exist.
+  virtual StatusOr<BackendVolume> Get(const std::string& name) = 0;
+  virtual StatusOr<std::vector<BackendVolume>> List() = 0;
+  virtual StatusOr<PoolCapacity> Capacity() = 0;
+
+  // Makes the volume servable and returns the device or directory to export
+  // (the file backend attaches its image to a loop device here). Never
+  // creates storage: a missing volume is NOT_FOUND.
+  virtual StatusOr<std::string> Expose(const std::string& name, VolumeMode mode) = 0;
+  // Undoes Expose (detaches a loop device); a volume not exposed is success.
+  virtual Status Unexpose(const std::string& name) = 0;
+};
+
+}  // namespace pillar::agent

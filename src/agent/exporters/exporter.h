@@ -1,0 +1,82 @@
+// Writes one protocol's kernel target state directly (nvmet and LIO through
+// configfs, knfsd through exportfs) and reports what the kernel actually has.
+#pragma once
+
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace pillar::agent {
+
+enum class Protocol { kNvmeofTcp, kIscsi, kNfs };
+
+const char* ProtocolName(Protocol p);
+
+struct ExportParams {
+  std::string bind_address;
+  int port = 0;
+  bool acl_enabled = true;
+  int in_capsule_data_size = 0;  // 0: leave the port's value alone
+
+  bool operator==(const ExportParams&) const = default;
+};
+
+// What one volume's export must be. `target_id` is derived from the
+// agent volume id (see TargetName) so observation can map it back.
+struct DesiredExport {
+  std::string agent_volume_id;  // "<pool>/<volume>"
+  std::string target_id;        // NQN, IQN, or the exported directory for NFS
+  std::string backing;          // block device (nvmet, LIO) or directory (NFS)
+  ExportParams params;
+  std::set<std::string> allowed_hosts;  // host NQNs, initiator IQNs, client IPs
+};
+
+// What the kernel has; fields that could not be read stay empty.
+struct ActualExport {
+  std::string agent_volume_id;
+  std::string target_id;
+  std::string backing;
+  ExportParams params;
+  std::set<std::string> allowed_hosts;
+  bool enabled = false;
+};
+
+class Exporter {
+ public:
+  virtual ~Exporter() = default;
+  virtual Protocol protocol() const = 0;
+
+  // Converges the kernel to exactly `want` for this volume only: creates what
+  // is missing, fixes what differs, removes ACL entries not in the set.
+  // Appends one human-readable line per kernel change to `changes`.
+  virtual Status Apply(const DesiredExport& want, std::vector<std::string>* changes) = 0;
+
+  // The export of one volume, or nullopt when the kernel has none.
+  virtual StatusOr<std::optional<ActualExport>> Get(const std::string& agent_volume_id) = 0;
+
+  // Every export of this protocol that pillar owns (matched by name prefix).
+  virtual StatusOr<std::vector<ActualExport>> List() = 0;
+
+  // Removes the volume's export entirely; absent is success.
+  virtual Status Remove(const std::string& agent_volume_id, std::vector<std::string>* changes) = 0;
+
+  // A token that changes when the kernel target state was reset under us
+  // (module reload, nfsd restart), or empty when the target is not loaded.
+  virtual std::string StateToken() = 0;
+};
+
+// Pillar's target names: "<prefix>:<escaped agent volume id>". Bytes outside
+// [a-z0-9.-] become ":xx" (lower-case hex), which is injective because ':'
+// never occurs in a volume id, and yields a valid NQN and IQN alike.
+std::string TargetName(const std::string& prefix, const std::string& agent_volume_id);
+// Inverse of TargetName; nullopt when `name` is not one of ours.
+std::optional<std::string> AgentVolumeIdFromTarget(const std::string& prefix,
+                                                   const std::string& name);
+
+constexpr const char* kDefaultNqnPrefix = "nqn.2026-12.com.bhyoo.pillar-csi";
+constexpr const char* kDefaultIqnPrefix = "iqn.2026-12.com.bhyoo.pillar-csi";
+
+}  // namespace pillar::agent

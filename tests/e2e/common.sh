@@ -1,0 +1,53 @@
+# shellcheck shell=bash
+# Shared definitions for the e2e VM harness: kernel selection, image cache key.
+# Sourced by build-image.sh and lib.sh.
+
+E2E_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+E2E_CACHE="${PILLAR_E2E_CACHE:-/var/cache/pillar-e2e}"
+
+e2e_log() { printf '[e2e %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
+e2e_die() { e2e_log "FATAL: $*"; exit 1; }
+
+# The guest kernel is the one the host's linux-image-amd64 metapackage points
+# at (NOT the running kernel of the session machine). PILLAR_E2E_KVER overrides.
+e2e_kernel_version() {
+  if [[ -n "${PILLAR_E2E_KVER:-}" ]]; then
+    printf '%s\n' "$PILLAR_E2E_KVER"
+    return
+  fi
+  local dep kver
+  dep="$(dpkg-query -W -f='${Depends}' linux-image-amd64 2>/dev/null || true)"
+  kver="$(sed -n 's/^linux-image-\([^ ,]*\).*/\1/p' <<<"$dep")"
+  if [[ -z "$kver" || ! -e "/boot/vmlinuz-$kver" ]]; then
+    # Fallback: newest /boot/vmlinuz-* that has modules installed.
+    local v
+    for v in $(find /boot -maxdepth 1 -name 'vmlinuz-*' -printf '%f\n' | sed 's/^vmlinuz-//' | sort -V); do
+      [[ -d "/lib/modules/$v/kernel" ]] && kver="$v"
+    done
+  fi
+  [[ -n "$kver" && -e "/boot/vmlinuz-$kver" && -e "/boot/initrd.img-$kver" && -d "/lib/modules/$kver" ]] ||
+    e2e_die "no usable guest kernel in /boot (install linux-image-amd64: tests/e2e/deps.sh)"
+  printf '%s\n' "$kver"
+}
+
+# Guest packages, comments stripped.
+e2e_guest_packages() {
+  sed -e 's/#.*//' -e 's/[[:space:]]//g' -e '/^$/d' "$E2E_DIR/guest/packages.txt"
+}
+
+# Cache key: package list + kernel (ABI name and package version) + every file
+# that shapes the image (this file, build-image.sh, guest/*).
+e2e_image_key() {
+  local kver="$1"
+  {
+    e2e_guest_packages
+    printf 'kernel %s %s\n' "$kver" "$(dpkg-query -W -f='${Version}' "linux-image-$kver" 2>/dev/null || echo unknown)"
+    cat "$E2E_DIR/common.sh" "$E2E_DIR/build-image.sh"
+    find "$E2E_DIR/guest" -type f -print0 | sort -z | xargs -0 cat
+  } | sha256sum | cut -c1-16
+}
+
+e2e_image_path() {
+  local kver="$1"
+  printf '%s/pillar-root-%s-%s.raw\n' "$E2E_CACHE" "$kver" "$(e2e_image_key "$kver")"
+}
