@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -41,6 +42,51 @@ Status WriteAll(int fd, const std::string& path, const std::string& content) {
       return Errno("write", path, errno);
     }
     off += static_cast<size_t>(w);
+  }
+  return Status::Ok();
+}
+
+// Removes `name` inside the open directory `parent_fd`; `path` is for
+// messages. Holds one descriptor per level, so depth is bounded by the
+// open-file limit (EMFILE is reported, nothing is left half-followed).
+Status RemoveTreeAt(int parent_fd, const std::string& name, const std::string& path, dev_t dev) {
+  struct stat st {};
+  if (fstatat(parent_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    return errno == ENOENT ? Status::Ok() : Errno("stat", path, errno);
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    if (unlinkat(parent_fd, name.c_str(), 0) != 0 && errno != ENOENT) {
+      return Errno("unlink", path, errno);
+    }
+    return Status::Ok();
+  }
+  if (st.st_dev != dev) {
+    return FailedPrecondition("remove " + path + ": another file system is mounted there");
+  }
+  int fd = openat(parent_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return Errno("open", path, errno);
+  std::unique_ptr<DIR, int (*)(DIR*)> dir(fdopendir(fd), closedir);
+  if (!dir) {
+    int err = errno;
+    close(fd);
+    return Errno("opendir", path, err);
+  }
+  // The directory may have been swapped between the lstat and the open.
+  struct stat opened {};
+  if (fstat(fd, &opened) != 0 || opened.st_dev != st.st_dev || opened.st_ino != st.st_ino) {
+    return Aborted("remove " + path + ": directory changed while removing it");
+  }
+  std::vector<std::string> names;
+  while (dirent* e = readdir(dir.get())) {
+    std::string child = e->d_name;
+    if (child != "." && child != "..") names.push_back(std::move(child));
+  }
+  for (const auto& child : names) {
+    RETURN_IF_ERROR(RemoveTreeAt(fd, child, JoinPath(path, child), dev));
+  }
+  dir.reset();
+  if (unlinkat(parent_fd, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) {
+    return Errno("rmdir", path, errno);
   }
   return Status::Ok();
 }
@@ -181,6 +227,60 @@ bool PosixFs::Exists(const std::string& path) {
 bool PosixFs::IsDir(const std::string& path) {
   struct stat st {};
   return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+Status PosixFs::CreateSparseFile(const std::string& path, int64_t size_bytes) {
+  if (size_bytes < 0) return InvalidArgument("create " + path + ": negative size");
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return Errno("create", path, errno);
+  Status s;
+  if (ftruncate(fd, size_bytes) != 0) s = Errno("ftruncate", path, errno);
+  if (s.ok() && fsync(fd) != 0) s = Errno("fsync", path, errno);
+  if (close(fd) != 0 && s.ok()) s = Errno("close", path, errno);
+  // A short file left behind would later pass for an existing, too-small one.
+  if (!s.ok()) unlink(path.c_str());
+  return s;
+}
+
+Status PosixFs::ResizeFile(const std::string& path, int64_t size_bytes) {
+  if (size_bytes < 0) return InvalidArgument("resize " + path + ": negative size");
+  if (truncate(path.c_str(), size_bytes) != 0) return Errno("truncate", path, errno);
+  return Status::Ok();
+}
+
+StatusOr<int64_t> PosixFs::FileSize(const std::string& path) {
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0) return Errno("stat", path, errno);
+  if (!S_ISREG(st.st_mode)) return FailedPrecondition(path + " is not a regular file");
+  return static_cast<int64_t>(st.st_size);
+}
+
+StatusOr<FsCapacity> PosixFs::StatVfs(const std::string& path) {
+  struct statvfs st {};
+  if (statvfs(path.c_str(), &st) != 0) return Errno("statvfs", path, errno);
+  FsCapacity out;
+  out.total_bytes = static_cast<int64_t>(st.f_blocks) * static_cast<int64_t>(st.f_frsize);
+  out.available_bytes = static_cast<int64_t>(st.f_bavail) * static_cast<int64_t>(st.f_frsize);
+  return out;
+}
+
+Status PosixFs::RemoveTree(const std::string& path) {
+  size_t slash = path.rfind('/');
+  std::string parent = slash == std::string::npos ? "." : path.substr(0, slash);
+  if (parent.empty()) parent = "/";
+  std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  if (name.empty() || name == "." || name == "..") {
+    return InvalidArgument("remove " + path + ": not a removable path");
+  }
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0) {
+    return errno == ENOENT ? Status::Ok() : Errno("stat", path, errno);
+  }
+  int parent_fd = open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (parent_fd < 0) return Errno("open", parent, errno);
+  Status s = RemoveTreeAt(parent_fd, name, path, st.st_dev);
+  close(parent_fd);
+  return s;
 }
 
 }  // namespace pillar

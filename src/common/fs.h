@@ -3,6 +3,7 @@
 // through an Fs so tests can point the real logic at a temporary tree.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,12 @@ namespace pillar {
 struct DirEntry {
   std::string name;
   enum class Type { kFile, kDir, kSymlink, kOther } type = Type::kOther;
+};
+
+// Sizes of the file system holding a path, from statvfs(3).
+struct FsCapacity {
+  int64_t total_bytes = 0;
+  int64_t available_bytes = 0;  // to unprivileged users (f_bavail)
 };
 
 class Fs {
@@ -34,6 +41,20 @@ class Fs {
   virtual StatusOr<std::vector<DirEntry>> ListDir(const std::string& path) = 0;
   virtual bool Exists(const std::string& path) = 0;  // lstat succeeds
   virtual bool IsDir(const std::string& path) = 0;
+
+  // Creates a new sparse regular file of exactly size_bytes (no blocks
+  // allocated); ALREADY_EXISTS when path exists, so it never truncates data.
+  virtual Status CreateSparseFile(const std::string& path, int64_t size_bytes) = 0;
+  // Sets the size of an existing regular file (truncate(2)); growth is sparse.
+  virtual Status ResizeFile(const std::string& path, int64_t size_bytes) = 0;
+  // Size of a regular file, not following a symlink: FAILED_PRECONDITION for
+  // anything else, so a symlink planted in a pool is never taken for an image.
+  virtual StatusOr<int64_t> FileSize(const std::string& path) = 0;
+  virtual StatusOr<FsCapacity> StatVfs(const std::string& path) = 0;
+  // Removes path and everything below it (rm -r); ENOENT is OK. Never follows
+  // a symlink and never descends into another mounted file system
+  // (FAILED_PRECONDITION), so a planted link or mount cannot widen the delete.
+  virtual Status RemoveTree(const std::string& path) = 0;
 };
 
 class PosixFs : public Fs {
@@ -50,6 +71,11 @@ class PosixFs : public Fs {
   StatusOr<std::vector<DirEntry>> ListDir(const std::string& path) override;
   bool Exists(const std::string& path) override;
   bool IsDir(const std::string& path) override;
+  Status CreateSparseFile(const std::string& path, int64_t size_bytes) override;
+  Status ResizeFile(const std::string& path, int64_t size_bytes) override;
+  StatusOr<int64_t> FileSize(const std::string& path) override;
+  StatusOr<FsCapacity> StatVfs(const std::string& path) override;
+  Status RemoveTree(const std::string& path) override;
 };
 
 // Joins path components with single slashes.

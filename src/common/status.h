@@ -103,12 +103,14 @@ class StatusOr {
 #define PILLAR_CONCAT_INNER(a, b) a##b
 #define PILLAR_CONCAT(a, b) PILLAR_CONCAT_INNER(a, b)
 
-// Returns the status from the enclosing function when it is not OK.
-#define RETURN_IF_ERROR(expr)                        \
-  do {                                               \
-    ::pillar::Status pillar_status_ = (expr);        \
-    if (!pillar_status_.ok()) return pillar_status_; \
+// Returns the status from the enclosing function when it is not OK. The
+// temporary's name is unique so the macro nests (e.g. inside a lambda).
+#define RETURN_IF_ERROR_IMPL(tmp, expr) \
+  do {                                  \
+    ::pillar::Status tmp = (expr);      \
+    if (!tmp.ok()) return tmp;          \
   } while (0)
+#define RETURN_IF_ERROR(expr) RETURN_IF_ERROR_IMPL(PILLAR_CONCAT(pillar_status_, __COUNTER__), expr)
 
 // NOLINTBEGIN(bugprone-macro-parentheses): lhs is a declaration.
 #define ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
@@ -117,6 +119,8 @@ class StatusOr {
   lhs = std::move(tmp).value()
 
 // ASSIGN_OR_RETURN(auto x, Foo()); declares x from a StatusOr or returns.
+// It expands to several statements: never use it as the body of an
+// unbraced if.
 #define ASSIGN_OR_RETURN(lhs, expr) \
-  ASSIGN_OR_RETURN_IMPL(PILLAR_CONCAT(pillar_or_, __LINE__), lhs, expr)
+  ASSIGN_OR_RETURN_IMPL(PILLAR_CONCAT(pillar_or_, __COUNTER__), lhs, expr)
 // NOLINTEND(bugprone-macro-parentheses)

@@ -1,6 +1,7 @@
 #include "common/fs.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include "common/temp_dir.h"
 
@@ -29,6 +30,70 @@ TEST(PosixFsTest, FilesDirsAndLinks) {
   EXPECT_TRUE(fs.RemoveDir(tmp.Sub("a/b/c")).ok());
   EXPECT_TRUE(fs.RemoveDir(tmp.Sub("a/b/c")).ok());
   EXPECT_EQ(JoinPath("/sys/kernel/config/", "/nvmet"), "/sys/kernel/config/nvmet");
+}
+
+TEST(PosixFsTest, SparseFilesHaveExactSizeAndNoBlocks) {
+  testing::TempDir tmp;
+  PosixFs fs;
+  const std::string img = tmp.Sub("v.img");
+  ASSERT_TRUE(fs.CreateSparseFile(img, int64_t{1} << 30).ok());
+  EXPECT_EQ(*fs.FileSize(img), int64_t{1} << 30);
+  struct stat st {};
+  ASSERT_EQ(stat(img.c_str(), &st), 0);
+  EXPECT_EQ(st.st_blocks, 0);
+  // Never truncates an existing image.
+  EXPECT_EQ(fs.CreateSparseFile(img, 4096).code(), Code::kAlreadyExists);
+  EXPECT_EQ(*fs.FileSize(img), int64_t{1} << 30);
+  ASSERT_TRUE(fs.ResizeFile(img, int64_t{2} << 30).ok());
+  EXPECT_EQ(*fs.FileSize(img), int64_t{2} << 30);
+  EXPECT_EQ(fs.ResizeFile(tmp.Sub("missing"), 1).code(), Code::kNotFound);
+  EXPECT_EQ(fs.FileSize(tmp.Sub("missing")).status().code(), Code::kNotFound);
+  EXPECT_EQ(fs.CreateSparseFile(tmp.Sub("neg"), -1).code(), Code::kInvalidArgument);
+}
+
+TEST(PosixFsTest, FileSizeRefusesSymlinksAndDirs) {
+  testing::TempDir tmp;
+  PosixFs fs;
+  ASSERT_TRUE(fs.WriteFile(tmp.Sub("real"), "12345").ok());
+  ASSERT_TRUE(fs.Symlink(tmp.Sub("real"), tmp.Sub("link.img")).ok());
+  EXPECT_EQ(*fs.FileSize(tmp.Sub("real")), 5);
+  EXPECT_EQ(fs.FileSize(tmp.Sub("link.img")).status().code(), Code::kFailedPrecondition);
+  EXPECT_EQ(fs.FileSize(tmp.path()).status().code(), Code::kFailedPrecondition);
+}
+
+TEST(PosixFsTest, StatVfsReportsTheFileSystem) {
+  testing::TempDir tmp;
+  PosixFs fs;
+  auto cap = fs.StatVfs(tmp.path());
+  ASSERT_TRUE(cap.ok()) << cap.status().ToString();
+  EXPECT_GT(cap->total_bytes, 0);
+  EXPECT_GE(cap->available_bytes, 0);
+  EXPECT_LE(cap->available_bytes, cap->total_bytes);
+  EXPECT_EQ(fs.StatVfs(tmp.Sub("missing")).status().code(), Code::kNotFound);
+}
+
+TEST(PosixFsTest, RemoveTreeDeletesContentsButNeverFollowsLinks) {
+  testing::TempDir tmp;
+  PosixFs fs;
+  ASSERT_TRUE(fs.MakeDirs(tmp.Sub("outside")).ok());
+  ASSERT_TRUE(fs.WriteFile(tmp.Sub("outside/keep"), "precious").ok());
+  ASSERT_TRUE(fs.MakeDirs(tmp.Sub("vol/a/b/c")).ok());
+  ASSERT_TRUE(fs.WriteFile(tmp.Sub("vol/a/b/c/f"), "x").ok());
+  ASSERT_TRUE(fs.WriteFile(tmp.Sub("vol/top"), "y").ok());
+  ASSERT_TRUE(fs.Symlink(tmp.Sub("outside"), tmp.Sub("vol/a/escape")).ok());
+  ASSERT_TRUE(fs.Symlink(tmp.Sub("outside/keep"), tmp.Sub("vol/keep-link")).ok());
+
+  ASSERT_TRUE(fs.RemoveTree(tmp.Sub("vol")).ok());
+  EXPECT_FALSE(fs.Exists(tmp.Sub("vol")));
+  EXPECT_EQ(*fs.ReadFile(tmp.Sub("outside/keep")), "precious");
+  EXPECT_TRUE(fs.RemoveTree(tmp.Sub("vol")).ok());  // absent is fine
+
+  // A symlink given as the root is removed itself, not its target.
+  ASSERT_TRUE(fs.Symlink(tmp.Sub("outside"), tmp.Sub("root-link")).ok());
+  ASSERT_TRUE(fs.RemoveTree(tmp.Sub("root-link")).ok());
+  EXPECT_FALSE(fs.Exists(tmp.Sub("root-link")));
+  EXPECT_TRUE(fs.Exists(tmp.Sub("outside/keep")));
+  EXPECT_EQ(fs.RemoveTree(tmp.Sub("..")).code(), Code::kInvalidArgument);
 }
 
 }  // namespace

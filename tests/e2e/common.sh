@@ -51,3 +51,13 @@ e2e_image_path() {
   local kver="$1"
   printf '%s/pillar-root-%s-%s.raw\n' "$E2E_CACHE" "$kver" "$(e2e_image_key "$kver")"
 }
+
+# The initramfs built together with an image.
+e2e_initrd_path() {
+  printf '%s.initrd\n' "${1%.raw}"
+}
+
+# The uncompressed kernel extracted from /boot/vmlinuz (PVH boot), if any.
+e2e_vmlinux_path() {
+  printf '%s.vmlinux\n' "${1%.raw}"
+}

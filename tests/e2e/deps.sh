@@ -10,6 +10,7 @@ PILLAR_E2E_HOST_PKGS=(
   debian-archive-keyring
   linux-image-amd64    # the guest kernel + modules (booted with -kernel/-initrd)
   e2fsprogs            # mkfs.ext4 -d (image without loop mounts)
+  xz-utils cpio        # kernel extraction (PVH boot), initramfs
   iproute2             # ss (free loopback UDP ports)
   coreutils util-linux procps
 )

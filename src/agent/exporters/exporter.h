@@ -42,6 +42,10 @@ struct ActualExport {
   ExportParams params;
   std::set<std::string> allowed_hosts;
   bool enabled = false;
+  // What the kernel has that no DesiredExport can produce (linked to two
+  // ports, a foreign LUN, an extra namespace...): non-empty means drift even
+  // when the fields above match, and Apply removes it.
+  std::vector<std::string> drift;
 };
 
 class Exporter {

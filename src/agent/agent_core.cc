@@ -1,0 +1,366 @@
+#include "agent/agent_core.h"
+
+#include <set>
+
+#include "common/log.h"
+#include "common/uuid.h"
+#include "common/validate.h"
+
+namespace pillar::agent {
+namespace {
+
+constexpr const char* kVersion = "0.1.0";
+
+Status ValidateFence(const FenceToken& fence) {
+  RETURN_IF_ERROR(validate::Uuid("fence.volumeUid", fence.volume_uid));
+  if (fence.publication_generation < 0) {
+    return InvalidArgument("fence.publicationGeneration " +
+                           std::to_string(fence.publication_generation) + " is negative");
+  }
+  return Status::Ok();
+}
+
+Status ValidateParams(Protocol protocol, const ExportParams& params) {
+  RETURN_IF_ERROR(validate::IpAddress("spec.bindAddress", params.bind_address));
+  RETURN_IF_ERROR(validate::Port("spec.port", params.port));
+  if (params.in_capsule_data_size < 0) {
+    return InvalidArgument("spec.inCapsuleDataSize " + std::to_string(params.in_capsule_data_size) +
+                           " is negative");
+  }
+  if (params.in_capsule_data_size > 0 && protocol != Protocol::kNvmeofTcp) {
+    return InvalidArgument("spec.inCapsuleDataSize applies to NVMe-oF/TCP only");
+  }
+  return Status::Ok();
+}
+
+VolumeMode ModeFor(Protocol protocol) {
+  return protocol == Protocol::kNfs ? VolumeMode::kFilesystem : VolumeMode::kBlock;
+}
+
+}  // namespace
+
+AgentCore::AgentCore(AgentCoreOptions options, Exec& exec, FencingMarks& marks)
+    : options_(std::move(options)), exec_(exec), marks_(marks), instance_id_(NewUuid()) {}
+
+void AgentCore::AddPool(std::unique_ptr<Backend> backend) {
+  std::string name = backend->pool();
+  pools_[name] = std::move(backend);
+}
+
+void AgentCore::AddExporter(std::unique_ptr<Exporter> exporter) {
+  Protocol p = exporter->protocol();
+  exporters_[p] = std::move(exporter);
+}
+
+StatusOr<AgentCore::Split> AgentCore::SplitId(const std::string& agent_volume_id) {
+  RETURN_IF_ERROR(validate::AgentVolumeId("agentVolumeId", agent_volume_id));
+  size_t slash = agent_volume_id.rfind('/');
+  return Split{agent_volume_id.substr(0, slash), agent_volume_id.substr(slash + 1)};
+}
+
+StatusOr<Backend*> AgentCore::FindPool(const std::string& pool) {
+  auto it = pools_.find(pool);
+  if (it == pools_.end()) {
+    return NotFound("pool \"" + pool + "\" is not configured on agent " + options_.node_name);
+  }
+  return it->second.get();
+}
+
+StatusOr<Exporter*> AgentCore::FindExporter(Protocol protocol) {
+  auto it = exporters_.find(protocol);
+  if (it == exporters_.end()) {
+    return FailedPrecondition(std::string("protocol ") + ProtocolName(protocol) +
+                              " is not enabled on agent " + options_.node_name);
+  }
+  return it->second.get();
+}
+
+std::shared_ptr<std::mutex> AgentCore::VolumeLock(const std::string& agent_volume_id) {
+  std::lock_guard<std::mutex> lock(locks_mu_);
+  auto& slot = volume_locks_[agent_volume_id];
+  if (!slot) slot = std::make_shared<std::mutex>();
+  return slot;
+}
+
+Status AgentCore::ValidateHosts(Protocol protocol, const std::vector<std::string>& hosts) {
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    std::string field = "allowedHosts[" + std::to_string(i) + "]";
+    switch (protocol) {
+      case Protocol::kNvmeofTcp: RETURN_IF_ERROR(validate::Nqn(field, hosts[i])); break;
+      case Protocol::kIscsi: RETURN_IF_ERROR(validate::Iqn(field, hosts[i])); break;
+      case Protocol::kNfs: RETURN_IF_ERROR(validate::IpOrCidr(field, hosts[i])); break;
+    }
+  }
+  return Status::Ok();
+}
+
+Status AgentCore::EnsureTargetLoaded(Exporter& exporter) {
+  if (!exporter.StateToken().empty()) return Status::Ok();
+  std::vector<std::string> argv;
+  switch (exporter.protocol()) {
+    case Protocol::kNvmeofTcp: argv = {"modprobe", "-a", "nvmet", "nvmet-tcp"}; break;
+    case Protocol::kIscsi:
+      argv = {"modprobe", "-a", "target_core_mod", "target_core_iblock", "iscsi_target_mod"};
+      break;
+    case Protocol::kNfs:
+      return Unavailable("nfsd is not running on agent " + options_.node_name);
+  }
+  if (options_.load_modules) {
+    Status s = exec_.RunOk({argv, "", std::chrono::seconds(30)});
+    if (!s.ok()) log::Warn("loading target modules failed", {{"error", s.ToString()}});
+  }
+  if (exporter.StateToken().empty()) {
+    return Unavailable(std::string(ProtocolName(exporter.protocol())) +
+                       " target is not loaded on agent " + options_.node_name +
+                       " (its configfs tree is absent)");
+  }
+  CheckTargetState();
+  return Status::Ok();
+}
+
+StatusOr<ExportInfo> AgentCore::Describe(Protocol protocol, ActualExport actual) {
+  ExportInfo info{protocol, std::move(actual), std::nullopt};
+  ASSIGN_OR_RETURN(auto mark, marks_.Get(info.actual.agent_volume_id));
+  if (mark) info.fence = FenceToken{mark->volume_uid, mark->generation};
+  return info;
+}
+
+AgentInfo AgentCore::Info() {
+  CheckTargetState();
+  AgentInfo info{options_.node_name, kVersion, BootEpoch(), {}, {}};
+  for (auto& [name, backend] : pools_) {
+    auto cap = backend->Capacity();
+    info.pools.push_back({name, backend->kind(), cap.ok() ? *cap : PoolCapacity{},
+                          backend->modes()});
+  }
+  for (auto& [protocol, exporter] : exporters_) info.protocols.push_back(protocol);
+  return info;
+}
+
+StatusOr<VolumeInfo> AgentCore::CreateVolume(const std::string& pool, const std::string& name,
+                                             int64_t size_bytes, VolumeMode mode,
+                                             const std::string& volume_uid,
+                                             const std::map<std::string, std::string>& params) {
+  RETURN_IF_ERROR(validate::PoolName("pool", pool));
+  RETURN_IF_ERROR(validate::VolumeName("name", name));
+  RETURN_IF_ERROR(validate::Uuid("volumeUid", volume_uid));
+  if (size_bytes <= 0) {
+    return InvalidArgument("sizeBytes " + std::to_string(size_bytes) + " must be positive");
+  }
+  ASSIGN_OR_RETURN(Backend * backend, FindPool(pool));
+  std::string id = pool + "/" + name;
+  auto lock = VolumeLock(id);
+  std::lock_guard<std::mutex> guard(*lock);
+
+  ASSIGN_OR_RETURN(auto mark, marks_.Get(id));
+  if (mark && mark->volume_uid != volume_uid) {
+    auto existing = backend->Get(name);
+    if (existing.ok()) {
+      return AlreadyExists("volume " + id + " exists and belongs to lifecycle " + mark->volume_uid +
+                           ", not " + volume_uid);
+    }
+    if (existing.status().code() != Code::kNotFound) return existing.status();
+    // The storage is gone: the mark outlived an interrupted delete.
+    RETURN_IF_ERROR(marks_.Remove(id, mark->volume_uid));
+    log::Warn("removed stale fencing mark of a deleted volume", {{"volume", id}, {"uid", mark->volume_uid}});
+  }
+  ASSIGN_OR_RETURN(BackendVolume vol, backend->Create(name, size_bytes, mode, params));
+  RETURN_IF_ERROR(marks_.Reset(id, volume_uid));
+  log::Info("volume ready", {{"volume", id}, {"sizeBytes", vol.size_bytes}});
+  return VolumeInfo{id, pool, backend->kind(), std::move(vol), volume_uid};
+}
+
+StatusOr<VolumeInfo> AgentCore::ExpandVolume(const std::string& agent_volume_id,
+                                             int64_t size_bytes) {
+  ASSIGN_OR_RETURN(Split split, SplitId(agent_volume_id));
+  if (size_bytes <= 0) {
+    return InvalidArgument("sizeBytes " + std::to_string(size_bytes) + " must be positive");
+  }
+  ASSIGN_OR_RETURN(Backend * backend, FindPool(split.pool));
+  auto lock = VolumeLock(agent_volume_id);
+  std::lock_guard<std::mutex> guard(*lock);
+  ASSIGN_OR_RETURN(BackendVolume vol, backend->Expand(split.name, size_bytes));
+  ASSIGN_OR_RETURN(auto mark, marks_.Get(agent_volume_id));
+  return VolumeInfo{agent_volume_id, split.pool, backend->kind(), std::move(vol),
+                    mark ? mark->volume_uid : ""};
+}
+
+Status AgentCore::DeleteVolume(const std::string& agent_volume_id, const std::string& volume_uid) {
+  ASSIGN_OR_RETURN(Split split, SplitId(agent_volume_id));
+  RETURN_IF_ERROR(validate::Uuid("volumeUid", volume_uid));
+  ASSIGN_OR_RETURN(Backend * backend, FindPool(split.pool));
+  auto lock = VolumeLock(agent_volume_id);
+  std::lock_guard<std::mutex> guard(*lock);
+  ASSIGN_OR_RETURN(auto mark, marks_.Get(agent_volume_id));
+  if (mark && mark->volume_uid != volume_uid) {
+    return Aborted("volume " + agent_volume_id + " belongs to lifecycle " + mark->volume_uid +
+                   "; refusing to delete it for " + volume_uid);
+  }
+  for (auto& [protocol, exporter] : exporters_) {
+    ASSIGN_OR_RETURN(auto actual, exporter->Get(agent_volume_id));
+    if (actual) {
+      return FailedPrecondition("volume " + agent_volume_id + " is still exported over " +
+                                ProtocolName(protocol) + "; unexport it first");
+    }
+  }
+  RETURN_IF_ERROR(backend->Unexpose(split.name));
+  RETURN_IF_ERROR(backend->Delete(split.name));
+  if (mark) RETURN_IF_ERROR(marks_.Remove(agent_volume_id, volume_uid));
+  log::Info("volume deleted", {{"volume", agent_volume_id}});
+  return Status::Ok();
+}
+
+StatusOr<std::vector<VolumeInfo>> AgentCore::ListVolumes(const std::string& pool) {
+  std::vector<VolumeInfo> out;
+  for (auto& [name, backend] : pools_) {
+    if (!pool.empty() && name != pool) continue;
+    ASSIGN_OR_RETURN(auto vols, backend->List());
+    for (auto& v : vols) {
+      std::string id = name + "/" + v.name;
+      ASSIGN_OR_RETURN(auto mark, marks_.Get(id));
+      out.push_back({id, name, backend->kind(), std::move(v), mark ? mark->volume_uid : ""});
+    }
+  }
+  if (!pool.empty() && out.empty() && pools_.count(pool) == 0) {
+    return NotFound("pool \"" + pool + "\" is not configured on agent " + options_.node_name);
+  }
+  return out;
+}
+
+StatusOr<std::vector<PoolInfo>> AgentCore::Capacity(const std::string& pool) {
+  std::vector<PoolInfo> out;
+  if (!pool.empty()) RETURN_IF_ERROR(FindPool(pool).status());
+  for (auto& [name, backend] : pools_) {
+    if (!pool.empty() && name != pool) continue;
+    ASSIGN_OR_RETURN(PoolCapacity cap, backend->Capacity());
+    out.push_back({name, backend->kind(), cap, backend->modes()});
+  }
+  return out;
+}
+
+StatusOr<ExportInfo> AgentCore::ApplyExport(const std::string& agent_volume_id,
+                                            Protocol protocol, const ExportParams& params,
+                                            const FenceToken& fence,
+                                            const std::vector<std::string>& allowed_hosts,
+                                            std::vector<std::string>* changes) {
+  ASSIGN_OR_RETURN(Split split, SplitId(agent_volume_id));
+  RETURN_IF_ERROR(ValidateFence(fence));
+  RETURN_IF_ERROR(ValidateParams(protocol, params));
+  RETURN_IF_ERROR(ValidateHosts(protocol, allowed_hosts));
+  ASSIGN_OR_RETURN(Backend * backend, FindPool(split.pool));
+  ASSIGN_OR_RETURN(Exporter * exporter, FindExporter(protocol));
+
+  auto lock = VolumeLock(agent_volume_id);
+  std::lock_guard<std::mutex> guard(*lock);
+  // A stale writer learns nothing and changes nothing.
+  RETURN_IF_ERROR(marks_.Check(agent_volume_id, fence.volume_uid, fence.publication_generation));
+  auto vol = backend->Get(split.name);
+  if (vol.status().code() == Code::kNotFound) {
+    return NotFound("backend volume " + agent_volume_id + " does not exist on agent " +
+                    options_.node_name + "; an export is never a reason to create storage");
+  }
+  if (!vol.ok()) return vol.status();
+  if (vol->mode != ModeFor(protocol)) {
+    return FailedPrecondition("volume " + agent_volume_id + " is a " + VolumeModeName(vol->mode) +
+                              " volume; " + ProtocolName(protocol) + " serves " +
+                              VolumeModeName(ModeFor(protocol)) + " volumes");
+  }
+  RETURN_IF_ERROR(EnsureTargetLoaded(*exporter));
+  RETURN_IF_ERROR(
+      marks_.Advance(agent_volume_id, fence.volume_uid, fence.publication_generation));
+  ASSIGN_OR_RETURN(std::string backing, backend->Expose(split.name, vol->mode));
+
+  DesiredExport want;
+  want.agent_volume_id = agent_volume_id;
+  want.backing = backing;
+  want.params = params;
+  want.allowed_hosts.insert(allowed_hosts.begin(), allowed_hosts.end());
+  switch (protocol) {
+    case Protocol::kNvmeofTcp: want.target_id = TargetName(options_.nqn_prefix, agent_volume_id); break;
+    case Protocol::kIscsi: want.target_id = TargetName(options_.iqn_prefix, agent_volume_id); break;
+    case Protocol::kNfs: want.target_id = backing; break;
+  }
+  std::vector<std::string> local;
+  std::vector<std::string>* out = changes != nullptr ? changes : &local;
+  size_t before = out->size();
+  RETURN_IF_ERROR(exporter->Apply(want, out).Annotate("export " + agent_volume_id));
+  if (out->size() != before) {
+    log::Info("export converged", {{"volume", agent_volume_id},
+                                   {"protocol", ProtocolName(protocol)},
+                                   {"generation", fence.publication_generation},
+                                   {"changes", std::vector<std::string>(out->begin() + static_cast<long>(before), out->end())}});
+  }
+  ASSIGN_OR_RETURN(auto actual, exporter->Get(agent_volume_id));
+  if (!actual) return Internal("export " + agent_volume_id + " vanished right after apply");
+  return Describe(protocol, std::move(*actual));
+}
+
+StatusOr<ExportInfo> AgentCore::GetExport(const std::string& agent_volume_id, Protocol protocol) {
+  RETURN_IF_ERROR(SplitId(agent_volume_id).status());
+  ASSIGN_OR_RETURN(Exporter * exporter, FindExporter(protocol));
+  ASSIGN_OR_RETURN(auto actual, exporter->Get(agent_volume_id));
+  if (!actual) {
+    return NotFound("volume " + agent_volume_id + " has no " + ProtocolName(protocol) +
+                    " export on agent " + options_.node_name);
+  }
+  return Describe(protocol, std::move(*actual));
+}
+
+StatusOr<std::vector<ExportInfo>> AgentCore::ListExports() {
+  std::vector<ExportInfo> out;
+  for (auto& [protocol, exporter] : exporters_) {
+    if (exporter->StateToken().empty()) continue;  // not loaded: nothing exported
+    ASSIGN_OR_RETURN(auto list, exporter->List());
+    for (auto& actual : list) {
+      ASSIGN_OR_RETURN(ExportInfo info, Describe(protocol, std::move(actual)));
+      out.push_back(std::move(info));
+    }
+  }
+  return out;
+}
+
+Status AgentCore::UnexportVolume(const std::string& agent_volume_id, Protocol protocol,
+                                 const FenceToken& fence, std::vector<std::string>* changes) {
+  ASSIGN_OR_RETURN(Split split, SplitId(agent_volume_id));
+  RETURN_IF_ERROR(ValidateFence(fence));
+  ASSIGN_OR_RETURN(Backend * backend, FindPool(split.pool));
+  ASSIGN_OR_RETURN(Exporter * exporter, FindExporter(protocol));
+  auto lock = VolumeLock(agent_volume_id);
+  std::lock_guard<std::mutex> guard(*lock);
+  RETURN_IF_ERROR(
+      marks_.Advance(agent_volume_id, fence.volume_uid, fence.publication_generation));
+  std::vector<std::string> local;
+  std::vector<std::string>* out = changes != nullptr ? changes : &local;
+  if (!exporter->StateToken().empty()) {
+    RETURN_IF_ERROR(exporter->Remove(agent_volume_id, out));
+  }
+  for (auto& [other, other_exporter] : exporters_) {
+    if (other == protocol || other_exporter->StateToken().empty()) continue;
+    ASSIGN_OR_RETURN(auto actual, other_exporter->Get(agent_volume_id));
+    if (actual) return Status::Ok();  // still served over another protocol
+  }
+  return backend->Unexpose(split.name);
+}
+
+void AgentCore::CheckTargetState() {
+  std::lock_guard<std::mutex> lock(epoch_mu_);
+  bool changed = false;
+  for (auto& [protocol, exporter] : exporters_) {
+    std::string token = exporter->StateToken();
+    auto it = last_tokens_.find(protocol);
+    if (it != last_tokens_.end() && it->second != token) {
+      changed = true;
+      log::Warn("kernel target state changed under the agent",
+                {{"protocol", ProtocolName(protocol)}, {"was", it->second}, {"now", token}});
+    }
+    last_tokens_[protocol] = token;
+  }
+  if (changed) ++epoch_counter_;
+}
+
+std::string AgentCore::BootEpoch() {
+  std::lock_guard<std::mutex> lock(epoch_mu_);
+  return instance_id_ + "-" + std::to_string(epoch_counter_);
+}
+
+}  // namespace pillar::agent

@@ -1,0 +1,128 @@
+// The agent's logic, free of protobuf: pools, exporters and fencing marks
+// behind one object that the gRPC service translates to and from.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/backends/backend.h"
+#include "agent/exporters/exporter.h"
+#include "agent/fencing/fencing_marks.h"
+#include "common/exec.h"
+#include "common/status.h"
+
+namespace pillar::agent {
+
+struct FenceToken {
+  std::string volume_uid;
+  int64_t publication_generation = 0;
+};
+
+struct PoolInfo {
+  std::string name;
+  std::string backend;
+  PoolCapacity capacity;
+  std::vector<VolumeMode> modes;
+};
+
+struct VolumeInfo {
+  std::string agent_volume_id;
+  std::string pool;
+  std::string backend;
+  BackendVolume volume;
+  std::string volume_uid;  // from the fencing mark; empty when unmarked
+};
+
+struct ExportInfo {
+  Protocol protocol = Protocol::kNvmeofTcp;
+  ActualExport actual;
+  std::optional<FenceToken> fence;
+};
+
+struct AgentInfo {
+  std::string node_name;
+  std::string version;
+  std::string boot_epoch;
+  std::vector<PoolInfo> pools;
+  std::vector<Protocol> protocols;
+};
+
+struct AgentCoreOptions {
+  std::string node_name;
+  // modprobe the target modules when a protocol's configfs tree is absent.
+  bool load_modules = true;
+  std::string nqn_prefix = kDefaultNqnPrefix;
+  std::string iqn_prefix = kDefaultIqnPrefix;
+};
+
+class AgentCore {
+ public:
+  AgentCore(AgentCoreOptions options, Exec& exec, FencingMarks& marks);
+
+  // Registration happens before serving; not thread-safe with serving.
+  void AddPool(std::unique_ptr<Backend> backend);
+  void AddExporter(std::unique_ptr<Exporter> exporter);
+
+  AgentInfo Info();
+
+  StatusOr<VolumeInfo> CreateVolume(const std::string& pool, const std::string& name,
+                                    int64_t size_bytes, VolumeMode mode,
+                                    const std::string& volume_uid,
+                                    const std::map<std::string, std::string>& params);
+  StatusOr<VolumeInfo> ExpandVolume(const std::string& agent_volume_id, int64_t size_bytes);
+  Status DeleteVolume(const std::string& agent_volume_id, const std::string& volume_uid);
+  StatusOr<std::vector<VolumeInfo>> ListVolumes(const std::string& pool);
+  StatusOr<std::vector<PoolInfo>> Capacity(const std::string& pool);
+
+  // Converges the kernel export of one volume to exactly (params, hosts),
+  // fenced by `fence`. Never creates, formats or deletes backend storage.
+  StatusOr<ExportInfo> ApplyExport(const std::string& agent_volume_id, Protocol protocol,
+                                   const ExportParams& params, const FenceToken& fence,
+                                   const std::vector<std::string>& allowed_hosts,
+                                   std::vector<std::string>* changes);
+  StatusOr<ExportInfo> GetExport(const std::string& agent_volume_id, Protocol protocol);
+  StatusOr<std::vector<ExportInfo>> ListExports();
+  Status UnexportVolume(const std::string& agent_volume_id, Protocol protocol,
+                        const FenceToken& fence, std::vector<std::string>* changes);
+
+  // Compares every exporter's state token with the last one seen and starts
+  // a new epoch when any changed (module reload, nfsd restart). Cheap; run
+  // periodically and on every Info().
+  void CheckTargetState();
+  std::string BootEpoch();
+
+ private:
+  struct Split {
+    std::string pool;
+    std::string name;
+  };
+  StatusOr<Split> SplitId(const std::string& agent_volume_id);
+  StatusOr<Backend*> FindPool(const std::string& pool);
+  StatusOr<Exporter*> FindExporter(Protocol protocol);
+  std::shared_ptr<std::mutex> VolumeLock(const std::string& agent_volume_id);
+  Status EnsureTargetLoaded(Exporter& exporter);
+  StatusOr<ExportInfo> Describe(Protocol protocol, ActualExport actual);
+  Status ValidateHosts(Protocol protocol, const std::vector<std::string>& hosts);
+
+  AgentCoreOptions options_;
+  Exec& exec_;
+  FencingMarks& marks_;
+  std::map<std::string, std::unique_ptr<Backend>> pools_;
+  std::map<Protocol, std::unique_ptr<Exporter>> exporters_;
+
+  std::mutex locks_mu_;
+  std::map<std::string, std::shared_ptr<std::mutex>> volume_locks_;
+
+  std::mutex epoch_mu_;
+  std::string instance_id_;
+  uint64_t epoch_counter_ = 0;
+  std::map<Protocol, std::string> last_tokens_;
+};
+
+}  // namespace pillar::agent

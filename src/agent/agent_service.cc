@@ -1,0 +1,197 @@
+#include "agent/agent_service.h"
+
+#include "common/grpc_status.h"
+
+namespace pillar::agent {
+namespace {
+
+StatusOr<Protocol> ProtocolFromProto(v1::Protocol p) {
+  switch (p) {
+    case v1::PROTOCOL_NVMEOF_TCP: return Protocol::kNvmeofTcp;
+    case v1::PROTOCOL_ISCSI: return Protocol::kIscsi;
+    case v1::PROTOCOL_NFS: return Protocol::kNfs;
+    default: return InvalidArgument("protocol is unspecified or unknown");
+  }
+}
+
+v1::Protocol ProtocolToProto(Protocol p) {
+  switch (p) {
+    case Protocol::kNvmeofTcp: return v1::PROTOCOL_NVMEOF_TCP;
+    case Protocol::kIscsi: return v1::PROTOCOL_ISCSI;
+    case Protocol::kNfs: return v1::PROTOCOL_NFS;
+  }
+  return v1::PROTOCOL_UNSPECIFIED;
+}
+
+StatusOr<VolumeMode> ModeFromProto(v1::VolumeMode m) {
+  switch (m) {
+    case v1::VOLUME_MODE_BLOCK: return VolumeMode::kBlock;
+    case v1::VOLUME_MODE_FILESYSTEM: return VolumeMode::kFilesystem;
+    default: return InvalidArgument("mode is unspecified or unknown");
+  }
+}
+
+v1::VolumeMode ModeToProto(VolumeMode m) {
+  return m == VolumeMode::kBlock ? v1::VOLUME_MODE_BLOCK : v1::VOLUME_MODE_FILESYSTEM;
+}
+
+void FillVolume(const VolumeInfo& in, v1::Volume* out) {
+  out->set_agent_volume_id(in.agent_volume_id);
+  out->set_pool(in.pool);
+  out->set_name(in.volume.name);
+  out->set_size_bytes(in.volume.size_bytes);
+  out->set_mode(ModeToProto(in.volume.mode));
+  out->set_backend(in.backend);
+  out->set_device_path(in.volume.device_path);
+  out->set_export_path(in.volume.export_path);
+  out->set_volume_uid(in.volume_uid);
+}
+
+void FillPool(const PoolInfo& in, v1::Pool* out) {
+  out->set_name(in.name);
+  out->set_backend(in.backend);
+  out->set_total_bytes(in.capacity.total_bytes);
+  out->set_available_bytes(in.capacity.available_bytes);
+  for (VolumeMode m : in.modes) out->add_modes(ModeToProto(m));
+}
+
+void FillExport(const ExportInfo& in, v1::Export* out) {
+  out->set_agent_volume_id(in.actual.agent_volume_id);
+  out->set_protocol(ProtocolToProto(in.protocol));
+  out->set_target_id(in.actual.target_id);
+  auto* spec = out->mutable_spec();
+  spec->set_bind_address(in.actual.params.bind_address);
+  spec->set_port(in.actual.params.port);
+  spec->set_acl_enabled(in.actual.params.acl_enabled);
+  spec->set_in_capsule_data_size(in.actual.params.in_capsule_data_size);
+  for (const auto& h : in.actual.allowed_hosts) out->add_allowed_hosts(h);
+  out->set_backing(in.actual.backing);
+  out->set_enabled(in.actual.enabled);
+  if (in.fence) {
+    out->mutable_fence()->set_volume_uid(in.fence->volume_uid);
+    out->mutable_fence()->set_publication_generation(in.fence->publication_generation);
+  }
+}
+
+FenceToken FenceFromProto(const v1::Fence& f) {
+  return {f.volume_uid(), f.publication_generation()};
+}
+
+// Fencing refusals carry a machine-readable reason beside code ABORTED.
+grpc::Status Reply(grpc::ServerContext* ctx, const Status& s) {
+  if (s.code() == Code::kAborted) ctx->AddTrailingMetadata("pillar-reason", "StaleGeneration");
+  return ToGrpc(s);
+}
+
+}  // namespace
+
+grpc::Status AgentService::GetInfo(grpc::ServerContext* /*ctx*/, const v1::GetInfoRequest* /*req*/,
+                                   v1::GetInfoResponse* resp) {
+  AgentInfo info = core_.Info();
+  resp->set_node_name(info.node_name);
+  resp->set_agent_version(info.version);
+  resp->set_boot_epoch(info.boot_epoch);
+  for (const auto& p : info.pools) FillPool(p, resp->add_pools());
+  for (Protocol p : info.protocols) resp->add_protocols(ProtocolToProto(p));
+  return grpc::Status::OK;
+}
+
+grpc::Status AgentService::CreateVolume(grpc::ServerContext* ctx,
+                                        const v1::CreateVolumeRequest* req,
+                                        v1::CreateVolumeResponse* resp) {
+  auto mode = ModeFromProto(req->mode());
+  if (!mode.ok()) return Reply(ctx, mode.status());
+  std::map<std::string, std::string> params(req->parameters().begin(), req->parameters().end());
+  auto vol = core_.CreateVolume(req->pool(), req->name(), req->size_bytes(), *mode,
+                                req->volume_uid(), params);
+  if (!vol.ok()) return Reply(ctx, vol.status());
+  FillVolume(*vol, resp->mutable_volume());
+  return grpc::Status::OK;
+}
+
+grpc::Status AgentService::ExpandVolume(grpc::ServerContext* ctx,
+                                        const v1::ExpandVolumeRequest* req,
+                                        v1::ExpandVolumeResponse* resp) {
+  auto vol = core_.ExpandVolume(req->agent_volume_id(), req->size_bytes());
+  if (!vol.ok()) return Reply(ctx, vol.status());
+  FillVolume(*vol, resp->mutable_volume());
+  return grpc::Status::OK;
+}
+
+grpc::Status AgentService::DeleteVolume(grpc::ServerContext* ctx,
+                                        const v1::DeleteVolumeRequest* req,
+                                        v1::DeleteVolumeResponse* /*resp*/) {
+  return Reply(ctx, core_.DeleteVolume(req->agent_volume_id(), req->volume_uid()));
+}
+
+grpc::Status AgentService::ListVolumes(grpc::ServerContext* ctx,
+                                       const v1::ListVolumesRequest* req,
+                                       v1::ListVolumesResponse* resp) {
+  auto vols = core_.ListVolumes(req->pool());
+  if (!vols.ok()) return Reply(ctx, vols.status());
+  for (const auto& v : *vols) FillVolume(v, resp->add_volumes());
+  return grpc::Status::OK;
+}
+
+grpc::Status AgentService::GetCapacity(grpc::ServerContext* ctx,
+                                       const v1::GetCapacityRequest* req,
+                                       v1::GetCapacityResponse* resp) {
+  auto pools = core_.Capacity(req->pool());
+  if (!pools.ok()) return Reply(ctx, pools.status());
+  for (const auto& p : *pools) FillPool(p, resp->add_pools());
+  return grpc::Status::OK;
+}
+
+grpc::Status AgentService::ApplyExport(grpc::ServerContext* ctx,
+                                       const v1::ApplyExportRequest* req,
+                                       v1::ApplyExportResponse* resp) {
+  auto protocol = ProtocolFromProto(req->protocol());
+  if (!protocol.ok()) return Reply(ctx, protocol.status());
+  if (!req->has_spec()) return Reply(ctx, InvalidArgument("spec is required"));
+  if (!req->has_fence()) return Reply(ctx, InvalidArgument("fence is required"));
+  ExportParams params{req->spec().bind_address(), req->spec().port(), req->spec().acl_enabled(),
+                      req->spec().in_capsule_data_size()};
+  std::vector<std::string> hosts(req->allowed_hosts().begin(), req->allowed_hosts().end());
+  std::vector<std::string> changes;
+  auto exp = core_.ApplyExport(req->agent_volume_id(), *protocol, params,
+                               FenceFromProto(req->fence()), hosts, &changes);
+  if (!exp.ok()) return Reply(ctx, exp.status());
+  FillExport(*exp, resp->mutable_export_());
+  for (auto& c : changes) resp->add_changes(std::move(c));
+  return grpc::Status::OK;
+}
+
+grpc::Status AgentService::GetExport(grpc::ServerContext* ctx, const v1::GetExportRequest* req,
+                                     v1::GetExportResponse* resp) {
+  auto protocol = ProtocolFromProto(req->protocol());
+  if (!protocol.ok()) return Reply(ctx, protocol.status());
+  auto exp = core_.GetExport(req->agent_volume_id(), *protocol);
+  if (!exp.ok()) return Reply(ctx, exp.status());
+  FillExport(*exp, resp->mutable_export_());
+  return grpc::Status::OK;
+}
+
+grpc::Status AgentService::ListExports(grpc::ServerContext* ctx,
+                                       const v1::ListExportsRequest* /*req*/,
+                                       v1::ListExportsResponse* resp) {
+  auto list = core_.ListExports();
+  if (!list.ok()) return Reply(ctx, list.status());
+  for (const auto& e : *list) FillExport(e, resp->add_exports());
+  return grpc::Status::OK;
+}
+
+grpc::Status AgentService::UnexportVolume(grpc::ServerContext* ctx,
+                                          const v1::UnexportVolumeRequest* req,
+                                          v1::UnexportVolumeResponse* resp) {
+  auto protocol = ProtocolFromProto(req->protocol());
+  if (!protocol.ok()) return Reply(ctx, protocol.status());
+  if (!req->has_fence()) return Reply(ctx, InvalidArgument("fence is required"));
+  std::vector<std::string> changes;
+  Status s =
+      core_.UnexportVolume(req->agent_volume_id(), *protocol, FenceFromProto(req->fence()), &changes);
+  if (!s.ok()) return Reply(ctx, s);
+  for (auto& c : changes) resp->add_changes(std::move(c));
+  return grpc::Status::OK;
+}
+
+}  // namespace pillar::agent

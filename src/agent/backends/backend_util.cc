@@ -1,0 +1,84 @@
+#include "agent/backends/backend_util.h"
+
+#include <algorithm>
+#include <charconv>
+#include <limits>
+
+#include "common/validate.h"
+
+namespace pillar::agent::backend_util {
+
+Status CheckVolumeName(const std::string& name) { return validate::VolumeName("volume", name); }
+
+Status CheckSize(const std::string& volume_id, int64_t size_bytes) {
+  if (size_bytes <= 0) {
+    return InvalidArgument("volume " + volume_id + ": size must be positive, got " +
+                           std::to_string(size_bytes));
+  }
+  return Status::Ok();
+}
+
+Status CheckMode(const Backend& backend, VolumeMode mode) {
+  for (VolumeMode m : backend.modes()) {
+    if (m == mode) return Status::Ok();
+  }
+  return InvalidArgument(backend.kind() + " pool " + backend.pool() + " serves no " +
+                         VolumeModeName(mode) + " volumes");
+}
+
+Status CheckParamKeys(const std::string& kind, const std::map<std::string, std::string>& params,
+                      const std::set<std::string>& allowed) {
+  auto bad = std::find_if(params.begin(), params.end(),
+                          [&](const auto& kv) { return allowed.count(kv.first) == 0; });
+  if (bad == params.end()) return Status::Ok();
+  return InvalidArgument(kind + " backend: unsupported parameter '" + bad->first + "'");
+}
+
+Status CheckExistingMatches(const std::string& volume_id, const BackendVolume& existing,
+                            VolumeMode mode, int64_t size_bytes) {
+  if (existing.mode == mode && existing.size_bytes >= size_bytes) return Status::Ok();
+  return AlreadyExists("volume " + volume_id + " already exists as " +
+                       VolumeModeName(existing.mode) + " of " +
+                       std::to_string(existing.size_bytes) + " bytes; requested " +
+                       VolumeModeName(mode) + " of " + std::to_string(size_bytes) + " bytes");
+}
+
+StatusOr<Growth> PlanExpand(const std::string& volume_id, int64_t current, int64_t target) {
+  if (target == current) return Growth::kNone;
+  if (target > current) return Growth::kGrow;
+  return OutOfRange("volume " + volume_id + " has " + std::to_string(current) +
+                    " bytes; refusing to shrink it to " + std::to_string(target));
+}
+
+StatusOr<int64_t> RoundUp(int64_t value, int64_t unit) {
+  int64_t rem = value % unit;
+  if (rem == 0) return value;
+  if (value > std::numeric_limits<int64_t>::max() - (unit - rem)) {
+    return OutOfRange("size " + std::to_string(value) + " is too large");
+  }
+  return value + (unit - rem);
+}
+
+StatusOr<std::string> RunForOutput(Exec& exec, const Command& cmd) {
+  ExecResult result;
+  RETURN_IF_ERROR(exec.RunOk(cmd, &result));
+  return std::move(result.out);
+}
+
+StatusOr<nlohmann::json> ParseJsonOutput(const Command& cmd, const std::string& out) {
+  nlohmann::json doc = nlohmann::json::parse(out, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) {
+    return Internal("output of '" + cmd.ToString() + "' is not valid JSON");
+  }
+  return doc;
+}
+
+std::optional<int64_t> ParseCount(std::string_view text) {
+  int64_t value = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (text.empty() || ec != std::errc() || ptr != end || value < 0) return std::nullopt;
+  return value;
+}
+
+}  // namespace pillar::agent::backend_util

@@ -1,0 +1,58 @@
+// Checks and parsers every backend shares, so the rules of backend.h (names
+// validated first, idempotent Create, Expand never shrinks) are written once.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+
+#include "agent/backends/backend.h"
+#include "common/exec.h"
+#include "common/status.h"
+
+namespace pillar::agent::backend_util {
+
+// Commands that change storage may wait on udev or a busy pool; queries
+// should answer quickly, and a hung one must not hold a request forever.
+inline constexpr std::chrono::seconds kQueryTimeout{30};
+inline constexpr std::chrono::seconds kChangeTimeout{120};
+
+// INVALID_ARGUMENT unless `name` is a valid volume name; call before the
+// name reaches a path or a command line.
+Status CheckVolumeName(const std::string& name);
+// INVALID_ARGUMENT unless size_bytes > 0.
+Status CheckSize(const std::string& volume_id, int64_t size_bytes);
+// INVALID_ARGUMENT when `mode` is not one the backend serves.
+Status CheckMode(const Backend& backend, VolumeMode mode);
+// INVALID_ARGUMENT naming the first key that is not in `allowed`.
+Status CheckParamKeys(const std::string& kind, const std::map<std::string, std::string>& params,
+                      const std::set<std::string>& allowed);
+
+// Create on an existing volume: OK when it has the requested mode and at
+// least the requested size, otherwise ALREADY_EXISTS naming both.
+Status CheckExistingMatches(const std::string& volume_id, const BackendVolume& existing,
+                            VolumeMode mode, int64_t size_bytes);
+
+enum class Growth { kNone, kGrow };
+// Expand of a volume of `current` bytes to `target` (the request already
+// rounded up to the backend's allocation unit): kNone when equal, kGrow when
+// larger, OUT_OF_RANGE when smaller, since a shrink would destroy data.
+StatusOr<Growth> PlanExpand(const std::string& volume_id, int64_t current, int64_t target);
+
+// Rounds up to a multiple of unit (> 0); OUT_OF_RANGE on overflow.
+StatusOr<int64_t> RoundUp(int64_t value, int64_t unit);
+
+// Runs the command, requires exit 0 and returns its stdout.
+StatusOr<std::string> RunForOutput(Exec& exec, const Command& cmd);
+
+// Parses a tool's JSON output; INTERNAL naming the command on bad input.
+StatusOr<nlohmann::json> ParseJsonOutput(const Command& cmd, const std::string& out);
+// A non-negative decimal integer, whole string; nullopt otherwise.
+std::optional<int64_t> ParseCount(std::string_view text);
+
+}  // namespace pillar::agent::backend_util

@@ -1,0 +1,269 @@
+#include "agent/backends/file_backend.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "agent/backends/backend_util.h"
+#include "common/validate.h"
+
+namespace pillar::agent {
+namespace {
+
+using backend_util::kChangeTimeout;
+using backend_util::kQueryTimeout;
+
+constexpr int64_t kSectorBytes = 512;
+constexpr char kImageSuffix[] = ".img";
+constexpr char kSidecarDir[] = ".pillar";
+
+bool IsLoopDevice(const std::string& path) {
+  static const std::regex kLoop("/dev/loop[0-9]+");
+  return std::regex_match(path, kLoop);
+}
+
+std::string TrimNewlines(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<FileBackend>> FileBackend::Open(const std::string& pool,
+                                                         const std::string& dir, Exec& exec,
+                                                         Fs& fs) {
+  RETURN_IF_ERROR(validate::PoolName("pool", pool));
+  if (dir.empty() || dir.front() != '/' || dir.find("/../") != std::string::npos) {
+    return InvalidArgument("file pool " + pool + ": directory '" + dir + "' must be absolute");
+  }
+  if (!fs.IsDir(dir)) {
+    return FailedPrecondition("file pool " + pool + ": directory " + dir + " does not exist");
+  }
+  return std::unique_ptr<FileBackend>(new FileBackend(pool, dir, exec, fs));
+}
+
+std::string FileBackend::ImagePath(const std::string& name) const {
+  return JoinPath(dir_, name + kImageSuffix);
+}
+std::string FileBackend::DirPath(const std::string& name) const { return JoinPath(dir_, name); }
+std::string FileBackend::SidecarPath(const std::string& name) const {
+  return JoinPath(JoinPath(dir_, kSidecarDir), name + ".json");
+}
+
+StatusOr<int64_t> FileBackend::ReadSidecar(const std::string& name) {
+  const std::string path = SidecarPath(name);
+  ASSIGN_OR_RETURN(std::string text, fs_.ReadFile(path));
+  nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_object() || !doc.contains("size_bytes") || !doc["size_bytes"].is_number_integer() ||
+      doc["size_bytes"].get<int64_t>() <= 0) {
+    return Internal("volume " + Id(name) + ": sidecar " + path + " is malformed");
+  }
+  return doc["size_bytes"].get<int64_t>();
+}
+
+Status FileBackend::WriteSidecar(const std::string& name, int64_t size_bytes) {
+  RETURN_IF_ERROR(fs_.MakeDirs(JoinPath(dir_, kSidecarDir)));
+  nlohmann::json doc = {{"mode", "filesystem"}, {"size_bytes", size_bytes}};
+  return fs_.WriteFileAtomic(SidecarPath(name), doc.dump() + "\n");
+}
+
+// A block volume is a regular image file; a filesystem volume is a directory
+// with its sidecar (a directory alone is not ours).
+StatusOr<std::optional<BackendVolume>> FileBackend::Find(const std::string& name) {
+  const std::string image = ImagePath(name);
+  if (fs_.Exists(image)) {
+    ASSIGN_OR_RETURN(int64_t size, fs_.FileSize(image));
+    return std::optional<BackendVolume>(BackendVolume{name, size, VolumeMode::kBlock, "", ""});
+  }
+  const std::string dir = DirPath(name);
+  if (fs_.IsDir(dir) && fs_.Exists(SidecarPath(name))) {
+    ASSIGN_OR_RETURN(int64_t size, ReadSidecar(name));
+    return std::optional<BackendVolume>(
+        BackendVolume{name, size, VolumeMode::kFilesystem, "", dir});
+  }
+  return std::optional<BackendVolume>();
+}
+
+StatusOr<BackendVolume> FileBackend::FindOrNotFound(const std::string& name) {
+  ASSIGN_OR_RETURN(std::optional<BackendVolume> found, Find(name));
+  if (!found) return NotFound("volume " + Id(name) + " not found in " + dir_);
+  return *found;
+}
+
+StatusOr<BackendVolume> FileBackend::CreateDir(const std::string& name, int64_t size_bytes) {
+  const std::string dir = DirPath(name);
+  if (fs_.Exists(dir) && !fs_.IsDir(dir)) {
+    return AlreadyExists("volume " + Id(name) + ": " + dir + " exists and is not a directory");
+  }
+  if (fs_.IsDir(dir)) {
+    // Left by a create that stopped before its sidecar, or not ours at all:
+    // adopt it only when there is nothing in it to lose.
+    ASSIGN_OR_RETURN(std::vector<DirEntry> entries, fs_.ListDir(dir));
+    if (!entries.empty()) {
+      return AlreadyExists("volume " + Id(name) + ": " + dir +
+                           " exists, is not empty and has no pillar metadata");
+    }
+  }
+  RETURN_IF_ERROR(fs_.MakeDir(dir));
+  RETURN_IF_ERROR(WriteSidecar(name, size_bytes));
+  return BackendVolume{name, size_bytes, VolumeMode::kFilesystem, "", dir};
+}
+
+StatusOr<BackendVolume> FileBackend::Create(const std::string& name, int64_t size_bytes,
+                                            VolumeMode mode,
+                                            const std::map<std::string, std::string>& params) {
+  RETURN_IF_ERROR(backend_util::CheckVolumeName(name));
+  RETURN_IF_ERROR(backend_util::CheckSize(Id(name), size_bytes));
+  RETURN_IF_ERROR(backend_util::CheckMode(*this, mode));
+  RETURN_IF_ERROR(backend_util::CheckParamKeys(kind(), params, {}));
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(std::optional<BackendVolume> existing, Find(name));
+  if (existing) {
+    RETURN_IF_ERROR(backend_util::CheckExistingMatches(Id(name), *existing, mode, size_bytes));
+    return *existing;
+  }
+  if (mode == VolumeMode::kFilesystem) return CreateDir(name, size_bytes);
+  ASSIGN_OR_RETURN(int64_t size, backend_util::RoundUp(size_bytes, kSectorBytes));
+  RETURN_IF_ERROR(fs_.CreateSparseFile(ImagePath(name), size));
+  return BackendVolume{name, size, VolumeMode::kBlock, "", ""};
+}
+
+StatusOr<BackendVolume> FileBackend::Expand(const std::string& name, int64_t size_bytes) {
+  RETURN_IF_ERROR(backend_util::CheckVolumeName(name));
+  RETURN_IF_ERROR(backend_util::CheckSize(Id(name), size_bytes));
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(BackendVolume vol, FindOrNotFound(name));
+  int64_t target = size_bytes;
+  if (vol.mode == VolumeMode::kBlock) {
+    ASSIGN_OR_RETURN(target, backend_util::RoundUp(size_bytes, kSectorBytes));
+  }
+  ASSIGN_OR_RETURN(backend_util::Growth growth,
+                   backend_util::PlanExpand(Id(name), vol.size_bytes, target));
+  if (growth == backend_util::Growth::kNone) return vol;
+  if (vol.mode == VolumeMode::kFilesystem) {
+    RETURN_IF_ERROR(WriteSidecar(name, target));
+  } else {
+    const std::string image = ImagePath(name);
+    RETURN_IF_ERROR(fs_.ResizeFile(image, target));
+    // An attached loop device keeps its old size until told to re-read it.
+    ASSIGN_OR_RETURN(std::vector<std::string> devices, LoopDevicesOf(image));
+    for (const auto& dev : devices) {
+      RETURN_IF_ERROR(exec_.RunOk({{"losetup", "--set-capacity", dev}, "", kChangeTimeout}));
+    }
+  }
+  vol.size_bytes = target;
+  return vol;
+}
+
+Status FileBackend::Delete(const std::string& name) {
+  RETURN_IF_ERROR(backend_util::CheckVolumeName(name));
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(std::optional<BackendVolume> vol, Find(name));
+  if (vol && vol->mode == VolumeMode::kBlock) {
+    // Detach first: an attached image keeps its blocks until the loop goes.
+    RETURN_IF_ERROR(DetachAll(ImagePath(name)));
+    return fs_.Unlink(ImagePath(name));
+  }
+  if (vol) RETURN_IF_ERROR(fs_.RemoveTree(DirPath(name)));
+  // Also clears a sidecar a half-finished delete left without its directory.
+  return fs_.Unlink(SidecarPath(name));
+}
+
+StatusOr<BackendVolume> FileBackend::Get(const std::string& name) {
+  RETURN_IF_ERROR(backend_util::CheckVolumeName(name));
+  return FindOrNotFound(name);
+}
+
+StatusOr<std::vector<BackendVolume>> FileBackend::List() {
+  ASSIGN_OR_RETURN(std::vector<DirEntry> entries, fs_.ListDir(dir_));
+  std::vector<BackendVolume> out;
+  for (const auto& e : entries) {
+    std::string name = e.name;
+    const std::string suffix = kImageSuffix;
+    if (e.type == DirEntry::Type::kFile && name.size() > suffix.size() && name.ends_with(suffix)) {
+      name.resize(name.size() - suffix.size());
+    } else if (e.type != DirEntry::Type::kDir) {
+      continue;
+    }
+    // Anything not named like a volume (".pillar", stray files) is not one.
+    if (!backend_util::CheckVolumeName(name).ok()) continue;
+    ASSIGN_OR_RETURN(std::optional<BackendVolume> vol, Find(name));
+    if (vol && (vol->mode == VolumeMode::kBlock) == (e.type == DirEntry::Type::kFile)) {
+      out.push_back(std::move(*vol));
+    }
+  }
+  std::sort(out.begin(), out.end(),
+            [](const BackendVolume& a, const BackendVolume& b) { return a.name < b.name; });
+  return out;
+}
+
+StatusOr<PoolCapacity> FileBackend::Capacity() {
+  ASSIGN_OR_RETURN(FsCapacity cap, fs_.StatVfs(dir_));
+  return PoolCapacity{cap.total_bytes, cap.available_bytes};
+}
+
+StatusOr<std::string> FileBackend::Expose(const std::string& name, VolumeMode mode) {
+  RETURN_IF_ERROR(backend_util::CheckVolumeName(name));
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(BackendVolume vol, FindOrNotFound(name));
+  if (vol.mode != mode) {
+    return FailedPrecondition("volume " + Id(name) + " is " + VolumeModeName(vol.mode) +
+                              ", cannot expose it as " + VolumeModeName(mode));
+  }
+  if (mode == VolumeMode::kFilesystem) return vol.export_path;
+  const std::string image = ImagePath(name);
+  ASSIGN_OR_RETURN(std::vector<std::string> devices, LoopDevicesOf(image));
+  if (!devices.empty()) return devices.front();
+  // Direct I/O keeps a second copy of every block out of the page cache.
+  Command attach{
+      {"losetup", "--find", "--show", "--direct-io=on", "--", image}, "", kChangeTimeout};
+  ASSIGN_OR_RETURN(std::string out, backend_util::RunForOutput(exec_, attach));
+  std::string dev = TrimNewlines(out);
+  if (!IsLoopDevice(dev)) {
+    return Internal("'" + attach.ToString() + "' printed '" + dev + "', not a loop device");
+  }
+  return dev;
+}
+
+Status FileBackend::Unexpose(const std::string& name) {
+  RETURN_IF_ERROR(backend_util::CheckVolumeName(name));
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(std::optional<BackendVolume> vol, Find(name));
+  if (!vol || vol->mode != VolumeMode::kBlock) return Status::Ok();
+  return DetachAll(ImagePath(name));
+}
+
+StatusOr<std::vector<std::string>> FileBackend::LoopDevicesOf(const std::string& image) {
+  // --associated matches the backing inode, not the path string.
+  Command list{{"losetup", "--list", "--json", "--output", "NAME,BACK-FILE", "--associated", image},
+               "",
+               kQueryTimeout};
+  ASSIGN_OR_RETURN(std::string out, backend_util::RunForOutput(exec_, list));
+  std::vector<std::string> devices;
+  // Older util-linux prints nothing at all when no device matches.
+  if (TrimNewlines(out).empty()) return devices;
+  ASSIGN_OR_RETURN(nlohmann::json doc, backend_util::ParseJsonOutput(list, out));
+  if (!doc.is_object() || !doc.contains("loopdevices") || !doc["loopdevices"].is_array()) {
+    return Internal("output of '" + list.ToString() + "' has no \"loopdevices\" list");
+  }
+  for (const auto& dev : doc["loopdevices"]) {
+    if (!dev.is_object() || !dev.contains("name") || !dev["name"].is_string() ||
+        !IsLoopDevice(dev["name"].get<std::string>())) {
+      return Internal("output of '" + list.ToString() + "' has an entry without a loop device");
+    }
+    devices.push_back(dev["name"].get<std::string>());
+  }
+  return devices;
+}
+
+Status FileBackend::DetachAll(const std::string& image) {
+  ASSIGN_OR_RETURN(std::vector<std::string> devices, LoopDevicesOf(image));
+  for (const auto& dev : devices) {
+    // A device still held open (by nvmet, say) is marked autoclear by the
+    // kernel and goes when its last user closes it.
+    RETURN_IF_ERROR(exec_.RunOk({{"losetup", "--detach", dev}, "", kChangeTimeout}));
+  }
+  return Status::Ok();
+}
+
+}  // namespace pillar::agent

@@ -1,0 +1,75 @@
+// Backend "file": a pool is a directory on a local file system.
+//   block volume       <dir>/<name>.img, a sparse image served through a loop
+//                      device that Expose attaches (losetup) and Unexpose detaches
+//   filesystem volume  <dir>/<name>/, served by NFS as is
+// A plain directory has no quota, so a filesystem volume's size lives in a
+// sidecar <dir>/.pillar/<name>.json: it is what was asked for, not enforced.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/backends/backend.h"
+#include "common/exec.h"
+#include "common/fs.h"
+
+namespace pillar::agent {
+
+class FileBackend : public Backend {
+ public:
+  // `pool` must pass validate::PoolName and `dir` be an absolute path to an
+  // existing directory; both are checked here, once, before anything runs.
+  static StatusOr<std::unique_ptr<FileBackend>> Open(const std::string& pool,
+                                                     const std::string& dir, Exec& exec, Fs& fs);
+
+  const std::string& pool() const override { return pool_; }
+  std::string kind() const override { return "file"; }
+  std::vector<VolumeMode> modes() const override {
+    return {VolumeMode::kBlock, VolumeMode::kFilesystem};
+  }
+
+  // Takes no parameters. Block images are rounded up to whole 512-byte
+  // sectors, since a loop device ignores a partial last sector.
+  StatusOr<BackendVolume> Create(const std::string& name, int64_t size_bytes, VolumeMode mode,
+                                 const std::map<std::string, std::string>& params) override;
+  StatusOr<BackendVolume> Expand(const std::string& name, int64_t size_bytes) override;
+  Status Delete(const std::string& name) override;
+  // device_path stays empty here: a loop device exists only once Expose
+  // attached one, and its number is not stable across attachments.
+  StatusOr<BackendVolume> Get(const std::string& name) override;
+  StatusOr<std::vector<BackendVolume>> List() override;
+  StatusOr<PoolCapacity> Capacity() override;
+  StatusOr<std::string> Expose(const std::string& name, VolumeMode mode) override;
+  Status Unexpose(const std::string& name) override;
+
+ private:
+  FileBackend(std::string pool, std::string dir, Exec& exec, Fs& fs)
+      : pool_(std::move(pool)), dir_(std::move(dir)), exec_(exec), fs_(fs) {}
+
+  std::string Id(const std::string& name) const { return pool_ + "/" + name; }
+  std::string ImagePath(const std::string& name) const;
+  std::string DirPath(const std::string& name) const;
+  std::string SidecarPath(const std::string& name) const;
+
+  StatusOr<std::optional<BackendVolume>> Find(const std::string& name);
+  StatusOr<BackendVolume> FindOrNotFound(const std::string& name);
+  StatusOr<int64_t> ReadSidecar(const std::string& name);
+  Status WriteSidecar(const std::string& name, int64_t size_bytes);
+  StatusOr<BackendVolume> CreateDir(const std::string& name, int64_t size_bytes);
+  // Loop devices currently backed by the image (usually zero or one).
+  StatusOr<std::vector<std::string>> LoopDevicesOf(const std::string& image);
+  Status DetachAll(const std::string& image);
+
+  const std::string pool_;
+  const std::string dir_;
+  Exec& exec_;
+  Fs& fs_;
+  // Serializes changes, so two concurrent Expose calls cannot attach the
+  // same image to two loop devices.
+  std::mutex mu_;
+};
+
+}  // namespace pillar::agent

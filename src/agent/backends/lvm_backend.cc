@@ -1,0 +1,270 @@
+#include "agent/backends/lvm_backend.h"
+
+#include <charconv>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "agent/backends/backend_util.h"
+#include "common/validate.h"
+
+namespace pillar::agent {
+namespace {
+
+using backend_util::kChangeTimeout;
+using backend_util::kQueryTimeout;
+using nlohmann::json;
+
+// lvcreate refuses byte sizes that are not whole 512-byte sectors.
+constexpr int64_t kSectorBytes = 512;
+
+Command Lvm(std::vector<std::string> argv, std::chrono::seconds timeout) {
+  return Command{std::move(argv), "", timeout};
+}
+
+Status BadReport(const Command& cmd, const std::string& what) {
+  return Internal("output of '" + cmd.ToString() + "': " + what);
+}
+
+// The rows of one section ("lv", "vg") of an lvm2 JSON report:
+// {"report": [{"lv": [{...}, ...]}]}.
+StatusOr<json> ReportRows(const Command& cmd, const std::string& out, const char* section) {
+  ASSIGN_OR_RETURN(json doc, backend_util::ParseJsonOutput(cmd, out));
+  if (!doc.is_object() || !doc.contains("report") || !doc["report"].is_array() ||
+      doc["report"].empty() || !doc["report"][0].is_object() ||
+      !doc["report"][0].contains(section) || !doc["report"][0][section].is_array()) {
+    return BadReport(cmd, std::string("no report.") + section + " list");
+  }
+  return doc["report"][0][section];
+}
+
+// --reportformat json prints every field as a string, json_std prints
+// numbers as numbers and empty values as null: accept each.
+StatusOr<std::string> TextField(const Command& cmd, const json& row, const char* key) {
+  if (!row.is_object() || !row.contains(key)) {
+    return BadReport(cmd, std::string("a row lacks field ") + key);
+  }
+  const json& v = row[key];
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_number()) return v.dump();
+  if (v.is_null()) return std::string();
+  return BadReport(cmd, std::string("field ") + key + " is neither text nor a number");
+}
+
+StatusOr<int64_t> BytesField(const Command& cmd, const json& row, const char* key) {
+  ASSIGN_OR_RETURN(std::string text, TextField(cmd, row, key));
+  std::optional<int64_t> bytes = backend_util::ParseCount(text);
+  if (!bytes) return BadReport(cmd, std::string("field ") + key + " '" + text + "' is not bytes");
+  return *bytes;
+}
+
+StatusOr<double> PercentField(const Command& cmd, const json& row, const char* key) {
+  ASSIGN_OR_RETURN(std::string text, TextField(cmd, row, key));
+  double value = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (text.empty() || ec != std::errc() || ptr != end || value < 0 || value > 100) {
+    return BadReport(cmd, std::string("field ") + key + " '" + text + "' is not a percentage");
+  }
+  return value;
+}
+
+// lv_attr: [0] volume type, [4] state (https://man7.org/linux/man-pages/man8/lvs.8.html).
+constexpr size_t kAttrType = 0;
+constexpr size_t kAttrState = 4;
+
+}  // namespace
+
+StatusOr<std::unique_ptr<LvmBackend>> LvmBackend::Open(const std::string& vg,
+                                                       const std::string& thin_pool, Exec& exec) {
+  RETURN_IF_ERROR(validate::PoolName("pool", vg));
+  if (vg.find('/') != std::string::npos) {
+    return InvalidArgument("lvm pool '" + vg + "': a volume group name has no '/'");
+  }
+  if (!thin_pool.empty()) RETURN_IF_ERROR(validate::VolumeName("thin pool", thin_pool));
+  return std::unique_ptr<LvmBackend>(new LvmBackend(vg, thin_pool, exec));
+}
+
+bool LvmBackend::IsOurs(const LvRow& row) const {
+  char type = row.attr[kAttrType];
+  if (!thin_pool_.empty()) return type == 'V' && row.pool_lv == thin_pool_;
+  // '-' plain linear, 'o' a linear LV that has a (thick) snapshot.
+  return (type == '-' || type == 'o') && row.pool_lv.empty();
+}
+
+BackendVolume LvmBackend::ToVolume(const LvRow& row) const {
+  return BackendVolume{row.name, row.size_bytes, VolumeMode::kBlock, DevicePath(row.name), ""};
+}
+
+StatusOr<std::vector<LvmBackend::LvRow>> LvmBackend::ListRows() {
+  Command cmd = Lvm({"lvs", "--reportformat", "json", "--units", "b", "--nosuffix", "-o",
+                     "lv_name,lv_size,lv_attr,pool_lv,vg_extent_size", "--", vg_},
+                    kQueryTimeout);
+  ASSIGN_OR_RETURN(std::string out, backend_util::RunForOutput(exec_, cmd));
+  ASSIGN_OR_RETURN(json rows, ReportRows(cmd, out, "lv"));
+  std::vector<LvRow> result;
+  for (const json& r : rows) {
+    LvRow row;
+    ASSIGN_OR_RETURN(row.name, TextField(cmd, r, "lv_name"));
+    ASSIGN_OR_RETURN(row.size_bytes, BytesField(cmd, r, "lv_size"));
+    ASSIGN_OR_RETURN(row.attr, TextField(cmd, r, "lv_attr"));
+    ASSIGN_OR_RETURN(row.pool_lv, TextField(cmd, r, "pool_lv"));
+    ASSIGN_OR_RETURN(row.extent_bytes, BytesField(cmd, r, "vg_extent_size"));
+    if (row.attr.size() <= kAttrState) return BadReport(cmd, "lv_attr '" + row.attr + "'");
+    // Hidden LVs ("[tp_tdata]") are parts of others; lvs -a alone lists them.
+    if (!row.name.empty() && row.name.front() == '[') continue;
+    result.push_back(std::move(row));
+  }
+  return result;
+}
+
+StatusOr<std::optional<LvmBackend::LvRow>> LvmBackend::FindRow(const std::string& name) {
+  // Listing the VG and picking the row avoids telling "no such LV" from
+  // other failures by lvs's stderr text.
+  ASSIGN_OR_RETURN(std::vector<LvRow> rows, ListRows());
+  for (auto& row : rows) {
+    if (row.name == name) return std::optional<LvRow>(std::move(row));
+  }
+  return std::optional<LvRow>();
+}
+
+StatusOr<LvmBackend::LvRow> LvmBackend::FindVolumeRow(const std::string& name) {
+  ASSIGN_OR_RETURN(std::optional<LvRow> row, FindRow(name));
+  if (!row) return NotFound("volume " + Id(name) + " not found");
+  if (!IsOurs(*row)) {
+    return FailedPrecondition("LV " + Id(name) + " (lv_attr " + row->attr +
+                              ") is not a volume of " + kind() + " pool " + vg_ +
+                              "; leaving it alone");
+  }
+  return *row;
+}
+
+StatusOr<BackendVolume> LvmBackend::Create(const std::string& name, int64_t size_bytes,
+                                           VolumeMode mode,
+                                           const std::map<std::string, std::string>& params) {
+  RETURN_IF_ERROR(backend_util::CheckVolumeName(name));
+  RETURN_IF_ERROR(backend_util::CheckSize(Id(name), size_bytes));
+  RETURN_IF_ERROR(backend_util::CheckMode(*this, mode));
+  RETURN_IF_ERROR(backend_util::CheckParamKeys(kind(), params, {}));
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(std::optional<LvRow> row, FindRow(name));
+  if (row && !IsOurs(*row)) {
+    return AlreadyExists("volume " + Id(name) + ": an LV of that name exists and is not a " +
+                         kind() + " volume (lv_attr " + row->attr + ")");
+  }
+  if (row) {
+    BackendVolume existing = ToVolume(*row);
+    RETURN_IF_ERROR(backend_util::CheckExistingMatches(Id(name), existing, mode, size_bytes));
+    return existing;
+  }
+  ASSIGN_OR_RETURN(int64_t size, backend_util::RoundUp(size_bytes, kSectorBytes));
+  const std::string bytes = std::to_string(size) + "b";
+  Command create = thin_pool_.empty()
+                       // The extents may have held another volume: wipe old signatures and
+                       // zero the start so no stale file system reaches a consumer.
+                       ? Lvm({"lvcreate", "--yes", "--wipesignatures", "y", "--zero", "y", "--type",
+                              "linear", "--size", bytes, "--name", name, "--", vg_},
+                             kChangeTimeout)
+                       // A new thin LV reads as zeros until written: nothing to wipe.
+                       : Lvm({"lvcreate", "--yes", "--type", "thin", "--virtualsize", bytes,
+                              "--thinpool", thin_pool_, "--name", name, "--", vg_},
+                             kChangeTimeout);
+  RETURN_IF_ERROR(exec_.RunOk(create));
+  ASSIGN_OR_RETURN(LvRow created, FindVolumeRow(name));
+  return ToVolume(created);
+}
+
+StatusOr<BackendVolume> LvmBackend::Expand(const std::string& name, int64_t size_bytes) {
+  RETURN_IF_ERROR(backend_util::CheckVolumeName(name));
+  RETURN_IF_ERROR(backend_util::CheckSize(Id(name), size_bytes));
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(LvRow row, FindVolumeRow(name));
+  int64_t unit = row.extent_bytes > 0 ? row.extent_bytes : kSectorBytes;
+  ASSIGN_OR_RETURN(int64_t target, backend_util::RoundUp(size_bytes, unit));
+  ASSIGN_OR_RETURN(backend_util::Growth growth,
+                   backend_util::PlanExpand(Id(name), row.size_bytes, target));
+  if (growth == backend_util::Growth::kNone) return ToVolume(row);
+  RETURN_IF_ERROR(exec_.RunOk(
+      Lvm({"lvextend", "--size", std::to_string(target) + "b", "--", Id(name)}, kChangeTimeout)));
+  ASSIGN_OR_RETURN(LvRow grown, FindVolumeRow(name));
+  return ToVolume(grown);
+}
+
+Status LvmBackend::Delete(const std::string& name) {
+  RETURN_IF_ERROR(backend_util::CheckVolumeName(name));
+  std::lock_guard<std::mutex> lock(mu_);
+  StatusOr<LvRow> row = FindVolumeRow(name);
+  if (row.status().code() == Code::kNotFound) return Status::Ok();
+  RETURN_IF_ERROR(row.status());
+  // --yes answers "remove active LV?"; no --force, so an LV in use is refused.
+  return exec_.RunOk(Lvm({"lvremove", "--yes", "--", Id(name)}, kChangeTimeout));
+}
+
+StatusOr<BackendVolume> LvmBackend::Get(const std::string& name) {
+  RETURN_IF_ERROR(backend_util::CheckVolumeName(name));
+  ASSIGN_OR_RETURN(LvRow row, FindVolumeRow(name));
+  return ToVolume(row);
+}
+
+StatusOr<std::vector<BackendVolume>> LvmBackend::List() {
+  ASSIGN_OR_RETURN(std::vector<LvRow> rows, ListRows());
+  std::vector<BackendVolume> out;
+  for (const auto& row : rows) {
+    if (IsOurs(row) && backend_util::CheckVolumeName(row.name).ok()) {
+      out.push_back(ToVolume(row));
+    }
+  }
+  return out;
+}
+
+StatusOr<PoolCapacity> LvmBackend::Capacity() {
+  if (thin_pool_.empty()) {
+    Command cmd = Lvm({"vgs", "--reportformat", "json", "--units", "b", "--nosuffix", "-o",
+                       "vg_name,vg_size,vg_free", "--", vg_},
+                      kQueryTimeout);
+    ASSIGN_OR_RETURN(std::string out, backend_util::RunForOutput(exec_, cmd));
+    ASSIGN_OR_RETURN(json rows, ReportRows(cmd, out, "vg"));
+    for (const json& r : rows) {
+      ASSIGN_OR_RETURN(std::string name, TextField(cmd, r, "vg_name"));
+      if (name != vg_) continue;
+      PoolCapacity cap;
+      ASSIGN_OR_RETURN(cap.total_bytes, BytesField(cmd, r, "vg_size"));
+      ASSIGN_OR_RETURN(cap.available_bytes, BytesField(cmd, r, "vg_free"));
+      return cap;
+    }
+    return BadReport(cmd, "no row for volume group " + vg_);
+  }
+  Command cmd = Lvm({"lvs", "--reportformat", "json", "--units", "b", "--nosuffix", "-o",
+                     "lv_name,lv_size,lv_attr,data_percent", "--", Id(thin_pool_)},
+                    kQueryTimeout);
+  ASSIGN_OR_RETURN(std::string out, backend_util::RunForOutput(exec_, cmd));
+  ASSIGN_OR_RETURN(json rows, ReportRows(cmd, out, "lv"));
+  if (rows.size() != 1) return BadReport(cmd, "want exactly one row for " + Id(thin_pool_));
+  ASSIGN_OR_RETURN(std::string attr, TextField(cmd, rows[0], "lv_attr"));
+  if (attr.empty() || attr[kAttrType] != 't') {
+    return FailedPrecondition("LV " + Id(thin_pool_) + " (lv_attr " + attr +
+                              ") is not a thin pool");
+  }
+  PoolCapacity cap;
+  ASSIGN_OR_RETURN(cap.total_bytes, BytesField(cmd, rows[0], "lv_size"));
+  ASSIGN_OR_RETURN(double used_percent, PercentField(cmd, rows[0], "data_percent"));
+  auto used = static_cast<int64_t>(
+      std::llround(static_cast<double>(cap.total_bytes) * used_percent / 100.0));
+  cap.available_bytes = std::max<int64_t>(0, cap.total_bytes - used);
+  return cap;
+}
+
+StatusOr<std::string> LvmBackend::Expose(const std::string& name, VolumeMode mode) {
+  RETURN_IF_ERROR(backend_util::CheckVolumeName(name));
+  RETURN_IF_ERROR(backend_util::CheckMode(*this, mode));
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(LvRow row, FindVolumeRow(name));
+  if (row.attr[kAttrState] != 'a') {
+    RETURN_IF_ERROR(
+        exec_.RunOk(Lvm({"lvchange", "--activate", "y", "--", Id(name)}, kChangeTimeout)));
+  }
+  return DevicePath(name);
+}
+
+Status LvmBackend::Unexpose(const std::string& name) { return backend_util::CheckVolumeName(name); }
+
+}  // namespace pillar::agent

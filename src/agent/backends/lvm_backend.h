@@ -1,0 +1,83 @@
+// Backends "lvm" (linear LVs) and "lvm-thin" (thin LVs in one thin pool) on
+// a volume group, driven through the lvm2 CLI and its JSON reports. Block
+// mode only: an LV is a device, and there is no directory to serve.
+//
+// Only LVs of this backend's own type count as its volumes: for "lvm" plain
+// linear LVs, for "lvm-thin" thin LVs of its thin pool. Any other LV with a
+// requested name (the thin pool itself, a snapshot, a RAID LV) is refused and
+// never changed, so a request can never remove or resize what it did not make.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/backends/backend.h"
+#include "common/exec.h"
+
+namespace pillar::agent {
+
+class LvmBackend : public Backend {
+ public:
+  // `vg` (the pool name) must pass validate::PoolName without '/', and a
+  // non-empty `thin_pool` (an LV of vg) validate::VolumeName; an empty one
+  // makes a linear backend.
+  static StatusOr<std::unique_ptr<LvmBackend>> Open(const std::string& vg,
+                                                    const std::string& thin_pool, Exec& exec);
+
+  const std::string& pool() const override { return vg_; }
+  std::string kind() const override { return thin_pool_.empty() ? "lvm" : "lvm-thin"; }
+  std::vector<VolumeMode> modes() const override { return {VolumeMode::kBlock}; }
+
+  // Takes no parameters. LVM rounds the size up to whole extents.
+  StatusOr<BackendVolume> Create(const std::string& name, int64_t size_bytes, VolumeMode mode,
+                                 const std::map<std::string, std::string>& params) override;
+  // The request is rounded up to whole extents before it is compared, so a
+  // retried Expand of an already-rounded volume is a no-op, not a shrink.
+  StatusOr<BackendVolume> Expand(const std::string& name, int64_t size_bytes) override;
+  Status Delete(const std::string& name) override;
+  StatusOr<BackendVolume> Get(const std::string& name) override;
+  StatusOr<std::vector<BackendVolume>> List() override;
+  // Linear: the VG's size and free space. Thin: the thin pool's data size and
+  // its unused part (thin volumes may promise more than that).
+  StatusOr<PoolCapacity> Capacity() override;
+  // Activates the LV if it is inactive; returns /dev/<vg>/<name>.
+  StatusOr<std::string> Expose(const std::string& name, VolumeMode mode) override;
+  // Leaves the LV active: deactivating is not needed to stop serving it, and
+  // would fail or surprise anything else that holds it open.
+  Status Unexpose(const std::string& name) override;
+
+  // One row of `lvs`, as parsed; public for tests of the parser.
+  struct LvRow {
+    std::string name;
+    int64_t size_bytes = 0;
+    std::string attr;  // lv_attr, e.g. "-wi-a-----"
+    std::string pool_lv;
+    int64_t extent_bytes = 0;
+  };
+
+ private:
+  LvmBackend(std::string vg, std::string thin_pool, Exec& exec)
+      : vg_(std::move(vg)), thin_pool_(std::move(thin_pool)), exec_(exec) {}
+
+  std::string Id(const std::string& name) const { return vg_ + "/" + name; }
+  std::string DevicePath(const std::string& name) const { return "/dev/" + vg_ + "/" + name; }
+  bool IsOurs(const LvRow& row) const;
+  BackendVolume ToVolume(const LvRow& row) const;
+
+  StatusOr<std::vector<LvRow>> ListRows();
+  // nullopt when no LV has the name (whatever its type).
+  StatusOr<std::optional<LvRow>> FindRow(const std::string& name);
+  // The volume's row: NOT_FOUND when no LV has the name, FAILED_PRECONDITION
+  // when one does but it is not a volume of this backend.
+  StatusOr<LvRow> FindVolumeRow(const std::string& name);
+
+  const std::string vg_;
+  const std::string thin_pool_;
+  Exec& exec_;
+  std::mutex mu_;  // serializes changes so check-then-act stays atomic here
+};
+
+}  // namespace pillar::agent

@@ -1,0 +1,337 @@
+#include "agent/backends/zfs_backend.h"
+
+#include <regex>
+#include <set>
+#include <string_view>
+
+#include "agent/backends/backend_util.h"
+#include "common/validate.h"
+
+namespace pillar::agent {
+namespace {
+
+using backend_util::kChangeTimeout;
+using backend_util::kQueryTimeout;
+
+// Properties a storage class may set. Everything else (mountpoint, canmount,
+// volmode, quota, encryption keys, ...) is pillar's to decide or unsafe.
+const std::set<std::string> kCommonParams = {"checksum",     "compression",    "copies", "logbias",
+                                             "primarycache", "secondarycache", "sync"};
+const std::set<std::string> kBlockParams = {"volblocksize", "thin"};
+const std::set<std::string> kFilesystemParams = {"recordsize", "atime", "xattr"};
+
+constexpr int64_t kDefaultVolBlockBytes = int64_t{16} * 1024;
+
+Command Zfs(std::vector<std::string> argv, std::chrono::seconds timeout) {
+  argv.insert(argv.begin(), "zfs");
+  return Command{std::move(argv), "", timeout};
+}
+
+std::string Trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+Status CheckParamValue(const std::string& key, const std::string& value) {
+  static const std::regex kValue("[A-Za-z0-9][A-Za-z0-9._-]{0,63}");
+  if (!std::regex_match(value, kValue)) {
+    return InvalidArgument(
+        "zfs parameter '" + key + "': value '" + value +
+        "' wants 1-64 characters [A-Za-z0-9._-] starting with a letter or digit");
+  }
+  if (key == "thin" && value != "true" && value != "false") {
+    return InvalidArgument("zfs parameter 'thin': want true or false, got '" + value + "'");
+  }
+  return Status::Ok();
+}
+
+Status CheckParams(VolumeMode mode, const std::map<std::string, std::string>& params) {
+  const auto& own = mode == VolumeMode::kBlock ? kBlockParams : kFilesystemParams;
+  const auto& other = mode == VolumeMode::kBlock ? kFilesystemParams : kBlockParams;
+  for (const auto& [key, value] : params) {
+    if (other.count(key) != 0) {
+      return InvalidArgument("zfs parameter '" + key + "' does not apply to " +
+                             VolumeModeName(mode) + " volumes");
+    }
+    if (kCommonParams.count(key) == 0 && own.count(key) == 0) {
+      return InvalidArgument("zfs backend: unsupported parameter '" + key + "'");
+    }
+    RETURN_IF_ERROR(CheckParamValue(key, value));
+  }
+  return Status::Ok();
+}
+
+// "16384", "16K", "1M": a power of two from 512 bytes to 16 MiB, as zfs takes.
+StatusOr<int64_t> ParseVolBlockSize(const std::string& text) {
+  std::string_view digits = text;
+  int64_t scale = 1;
+  if (!digits.empty() && (digits.back() == 'K' || digits.back() == 'k')) scale = 1024;
+  if (!digits.empty() && (digits.back() == 'M' || digits.back() == 'm'))
+    scale = int64_t{1024} * 1024;
+  if (scale != 1) digits.remove_suffix(1);
+  std::optional<int64_t> n = backend_util::ParseCount(digits);
+  int64_t bytes = n && *n <= (int64_t{16} << 20) ? *n * scale : 0;
+  if (bytes < 512 || bytes > (int64_t{16} << 20) || (bytes & (bytes - 1)) != 0) {
+    return InvalidArgument("zfs parameter 'volblocksize': '" + text +
+                           "' is not a power of two from 512 to 16M");
+  }
+  return bytes;
+}
+
+// A numeric column of `zfs list -p`; "-" where the property does not apply.
+StatusOr<int64_t> NumberColumn(const Command& cmd, const std::string& text, const char* column) {
+  if (text == "-") return 0;
+  std::optional<int64_t> n = backend_util::ParseCount(text);
+  if (!n) {
+    return Internal("output of '" + cmd.ToString() + "': " + column + " '" + text +
+                    "' is not a number");
+  }
+  return *n;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<ZfsBackend>> ZfsBackend::Open(const std::string& dataset, Exec& exec,
+                                                       Fs& fs) {
+  RETURN_IF_ERROR(validate::PoolName("pool", dataset));
+  return std::unique_ptr<ZfsBackend>(new ZfsBackend(dataset, exec, fs));
+}
+
+BackendVolume ZfsBackend::ToVolume(const DatasetRow& row) const {
+  if (row.mode == VolumeMode::kBlock) {
+    return BackendVolume{row.name, row.size_bytes, VolumeMode::kBlock, "/dev/zvol/" + Id(row.name),
+                         ""};
+  }
+  return BackendVolume{row.name, row.size_bytes, VolumeMode::kFilesystem, "", row.mountpoint};
+}
+
+StatusOr<std::vector<ZfsBackend::DatasetRow>> ZfsBackend::ListRows() {
+  // mountpoint last: it is the one column that is free text.
+  Command cmd = Zfs({"list", "-Hp", "-o", "name,type,volsize,refquota,volblocksize,mountpoint",
+                     "-r", "-d", "1", "-t", "volume,filesystem", "--", dataset_},
+                    kQueryTimeout);
+  ASSIGN_OR_RETURN(std::string out, backend_util::RunForOutput(exec_, cmd));
+  std::vector<DatasetRow> rows;
+  size_t pos = 0;
+  while (pos < out.size()) {
+    size_t eol = out.find('\n', pos);
+    if (eol == std::string::npos) eol = out.size();
+    std::string line = out.substr(pos, eol - pos);
+    pos = eol + 1;
+    if (line.empty()) continue;
+    std::vector<std::string> cols;
+    size_t start = 0;
+    while (cols.size() < 5) {
+      size_t tab = line.find('\t', start);
+      if (tab == std::string::npos) break;
+      cols.push_back(line.substr(start, tab - start));
+      start = tab + 1;
+    }
+    if (cols.size() != 5) {
+      return Internal("output of '" + cmd.ToString() + "': line '" + line +
+                      "' does not have 6 columns");
+    }
+    cols.push_back(line.substr(start));
+    const std::string& full = cols[0];
+    if (full == dataset_) continue;  // the parent itself
+    const std::string prefix = dataset_ + "/";
+    if (!full.starts_with(prefix)) {
+      return Internal("output of '" + cmd.ToString() + "': dataset '" + full + "' is not in " +
+                      dataset_);
+    }
+    DatasetRow row;
+    row.name = full.substr(prefix.size());
+    // A name pillar could not have made (or could not address) is not a volume.
+    if (!backend_util::CheckVolumeName(row.name).ok()) continue;
+    if (cols[1] == "volume") {
+      row.mode = VolumeMode::kBlock;
+      ASSIGN_OR_RETURN(row.size_bytes, NumberColumn(cmd, cols[2], "volsize"));
+      ASSIGN_OR_RETURN(row.block_bytes, NumberColumn(cmd, cols[4], "volblocksize"));
+    } else if (cols[1] == "filesystem") {
+      row.mode = VolumeMode::kFilesystem;
+      ASSIGN_OR_RETURN(row.size_bytes, NumberColumn(cmd, cols[3], "refquota"));
+      // "legacy", "none" and "-" leave nothing to export.
+      if (cols[5].starts_with("/")) row.mountpoint = cols[5];
+    } else {
+      return Internal("output of '" + cmd.ToString() + "': dataset '" + full + "' has type '" +
+                      cols[1] + "'");
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+StatusOr<std::optional<ZfsBackend::DatasetRow>> ZfsBackend::FindRow(const std::string& name) {
+  // Listing the parent and picking the child avoids telling "does not
+  // exist" from other failures by zfs's stderr text.
+  ASSIGN_OR_RETURN(std::vector<DatasetRow> rows, ListRows());
+  for (auto& row : rows) {
+    if (row.name == name) return std::optional<DatasetRow>(std::move(row));
+  }
+  return std::optional<DatasetRow>();
+}
+
+StatusOr<ZfsBackend::DatasetRow> ZfsBackend::FindRowOrNotFound(const std::string& name) {
+  ASSIGN_OR_RETURN(std::optional<DatasetRow> row, FindRow(name));
+  if (!row) return NotFound("volume " + Id(name) + " not found");
+  return *row;
+}
+
+StatusOr<BackendVolume> ZfsBackend::Create(const std::string& name, int64_t size_bytes,
+                                           VolumeMode mode,
+                                           const std::map<std::string, std::string>& params) {
+  RETURN_IF_ERROR(backend_util::CheckVolumeName(name));
+  RETURN_IF_ERROR(backend_util::CheckSize(Id(name), size_bytes));
+  RETURN_IF_ERROR(backend_util::CheckMode(*this, mode));
+  RETURN_IF_ERROR(CheckParams(mode, params));
+  std::vector<std::string> argv = {"create"};
+  if (mode == VolumeMode::kBlock) {
+    int64_t unit = kDefaultVolBlockBytes;
+    if (auto it = params.find("volblocksize"); it != params.end()) {
+      ASSIGN_OR_RETURN(unit, ParseVolBlockSize(it->second));
+    }
+    ASSIGN_OR_RETURN(int64_t size, backend_util::RoundUp(size_bytes, unit));
+    if (auto it = params.find("thin"); it != params.end() && it->second == "true") {
+      argv.push_back("-s");
+    }
+    // volmode=dev: a device node only, so the storage node's udev and
+    // partition scanning never touch a consumer's partition table.
+    argv.insert(argv.end(), {"-V", std::to_string(size), "-o", "volmode=dev"});
+  } else {
+    argv.insert(argv.end(), {"-o", "refquota=" + std::to_string(size_bytes)});
+  }
+  for (const auto& [key, value] : params) {
+    if (key == "thin") continue;
+    std::string property = key;
+    property.append("=").append(value);
+    argv.insert(argv.end(), {"-o", std::move(property)});
+  }
+  argv.insert(argv.end(), {"--", Id(name)});
+
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(std::optional<DatasetRow> existing, FindRow(name));
+  if (existing) {
+    BackendVolume vol = ToVolume(*existing);
+    RETURN_IF_ERROR(backend_util::CheckExistingMatches(Id(name), vol, mode, size_bytes));
+    return vol;
+  }
+  RETURN_IF_ERROR(exec_.RunOk(Zfs(std::move(argv), kChangeTimeout)));
+  ASSIGN_OR_RETURN(DatasetRow created, FindRowOrNotFound(name));
+  return ToVolume(created);
+}
+
+StatusOr<BackendVolume> ZfsBackend::Expand(const std::string& name, int64_t size_bytes) {
+  RETURN_IF_ERROR(backend_util::CheckVolumeName(name));
+  RETURN_IF_ERROR(backend_util::CheckSize(Id(name), size_bytes));
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(DatasetRow row, FindRowOrNotFound(name));
+  int64_t target = size_bytes;
+  if (row.mode == VolumeMode::kBlock && row.block_bytes > 0) {
+    ASSIGN_OR_RETURN(target, backend_util::RoundUp(size_bytes, row.block_bytes));
+  }
+  ASSIGN_OR_RETURN(backend_util::Growth growth,
+                   backend_util::PlanExpand(Id(name), row.size_bytes, target));
+  if (growth == backend_util::Growth::kNone) return ToVolume(row);
+  const char* prop = row.mode == VolumeMode::kBlock ? "volsize=" : "refquota=";
+  // No "--" here: zfs set before OpenZFS 2.2 rejects any argument starting
+  // with '-'. The dataset name was validated and cannot start with one.
+  RETURN_IF_ERROR(
+      exec_.RunOk(Zfs({"set", prop + std::to_string(target), Id(name)}, kChangeTimeout)));
+  ASSIGN_OR_RETURN(DatasetRow grown, FindRowOrNotFound(name));
+  return ToVolume(grown);
+}
+
+Status ZfsBackend::Delete(const std::string& name) {
+  RETURN_IF_ERROR(backend_util::CheckVolumeName(name));
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(std::optional<DatasetRow> row, FindRow(name));
+  if (!row) return Status::Ok();
+  Command cmd = Zfs({"destroy", "--", Id(name)}, kChangeTimeout);
+  ASSIGN_OR_RETURN(ExecResult r, exec_.Run(cmd));
+  if (r.exit_code == 0) return Status::Ok();
+  std::string msg = Trim(r.err.empty() ? r.out : r.err);
+  if (msg.find("does not exist") != std::string::npos) return Status::Ok();  // gone meanwhile
+  std::string what = "volume " + Id(name) + ": '" + cmd.ToString() + "' refused: " + msg;
+  for (const char* blocker : {"has children", "dependent clones", "busy"}) {
+    if (msg.find(blocker) != std::string::npos) return FailedPrecondition(what);
+  }
+  return Internal(what);
+}
+
+StatusOr<BackendVolume> ZfsBackend::Get(const std::string& name) {
+  RETURN_IF_ERROR(backend_util::CheckVolumeName(name));
+  ASSIGN_OR_RETURN(DatasetRow row, FindRowOrNotFound(name));
+  return ToVolume(row);
+}
+
+StatusOr<std::vector<BackendVolume>> ZfsBackend::List() {
+  ASSIGN_OR_RETURN(std::vector<DatasetRow> rows, ListRows());
+  std::vector<BackendVolume> out;
+  out.reserve(rows.size());
+  for (const auto& row : rows) out.push_back(ToVolume(row));
+  return out;
+}
+
+StatusOr<PoolCapacity> ZfsBackend::Capacity() {
+  // -o property,value rather than value alone: rows are matched by name, not
+  // by the order zfs happens to print them in.
+  Command cmd =
+      Zfs({"get", "-Hp", "-o", "property,value", "available,used", "--", dataset_}, kQueryTimeout);
+  ASSIGN_OR_RETURN(std::string out, backend_util::RunForOutput(exec_, cmd));
+  std::optional<int64_t> available, used;
+  size_t pos = 0;
+  while (pos < out.size()) {
+    size_t eol = out.find('\n', pos);
+    if (eol == std::string::npos) eol = out.size();
+    std::string line = out.substr(pos, eol - pos);
+    pos = eol + 1;
+    size_t tab = line.find('\t');
+    if (tab == std::string::npos) continue;
+    std::string prop = line.substr(0, tab);
+    std::optional<int64_t> value = backend_util::ParseCount(line.substr(tab + 1));
+    if (prop == "available") available = value;
+    if (prop == "used") used = value;
+  }
+  if (!available || !used) {
+    return Internal("output of '" + cmd.ToString() + "' lacks numeric available and used");
+  }
+  return PoolCapacity{*available + *used, *available};
+}
+
+StatusOr<std::string> ZfsBackend::Expose(const std::string& name, VolumeMode mode) {
+  RETURN_IF_ERROR(backend_util::CheckVolumeName(name));
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(DatasetRow row, FindRowOrNotFound(name));
+  if (row.mode != mode) {
+    return FailedPrecondition("volume " + Id(name) + " is " + VolumeModeName(row.mode) +
+                              ", cannot expose it as " + VolumeModeName(mode));
+  }
+  if (mode == VolumeMode::kFilesystem) return ExposeFilesystem(row);
+  std::string device = ToVolume(row).device_path;
+  // zfs creates the zvol's minor asynchronously and udev adds the link later.
+  if (!fs_.Exists(device)) {
+    return Unavailable("volume " + Id(name) + ": " + device + " does not exist yet");
+  }
+  return device;
+}
+
+StatusOr<std::string> ZfsBackend::ExposeFilesystem(const DatasetRow& row) {
+  if (row.mountpoint.empty()) {
+    return FailedPrecondition("volume " + Id(row.name) +
+                              " has no mountpoint (legacy or none); nothing to export");
+  }
+  Command mounted =
+      Zfs({"get", "-Hp", "-o", "value", "mounted", "--", Id(row.name)}, kQueryTimeout);
+  ASSIGN_OR_RETURN(std::string out, backend_util::RunForOutput(exec_, mounted));
+  std::string answer = Trim(out);
+  if (answer == "no") {
+    RETURN_IF_ERROR(exec_.RunOk(Zfs({"mount", "--", Id(row.name)}, kChangeTimeout)));
+  } else if (answer != "yes") {
+    return Internal("output of '" + mounted.ToString() + "' is '" + answer + "', not yes or no");
+  }
+  return row.mountpoint;
+}
+
+Status ZfsBackend::Unexpose(const std::string& name) { return backend_util::CheckVolumeName(name); }
+
+}  // namespace pillar::agent

@@ -1,0 +1,99 @@
+// ConfigfsSim is a SIMULATION of the kernel's configfs for the nvmet and LIO
+// (target_core + iscsi) layouts. It is for unit tests, the controller's
+// integration tests and the local demo (`agent --simulate-configfs`): nothing
+// reaches a kernel target and no initiator can ever connect to what it holds.
+//
+// It keeps the tree in a real directory (through PosixFs) and enforces the
+// configfs rules the exporters depend on, so their real logic runs on it:
+//  - mkdir of a known group creates the kernel's default attributes (with
+//    default values) and default sub-groups; mkdir elsewhere is refused;
+//  - attributes cannot be created (PERMISSION_DENIED, as EACCES) and
+//    read-only ones cannot be written; values read back with a newline;
+//  - rmdir removes a group's attributes and default groups, but fails
+//    FAILED_PRECONDITION (ENOTEMPTY) while user-made groups or links remain,
+//    and default groups cannot be removed at all;
+//  - symlinks only where the kernel allows links, only to the right kind of
+//    item, stored in the relative form the kernel's readlink shows;
+//  - the target-specific checks an exporter's write order must respect
+//    (e.g. nvmet refuses allowed_hosts links while attr_allow_any_host=1, a
+//    port's address attributes are frozen while subsystems are linked, LIO
+//    needs udev_path before enable and an enabled device before a LUN link).
+// Paths outside `root` pass straight through to the real file system.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/fs.h"
+#include "common/status.h"
+
+namespace pillar::agent {
+
+class ConfigfsSim : public Fs {
+ public:
+  // `root` is an existing directory standing in for /sys/kernel/config.
+  explicit ConfigfsSim(std::string root);
+
+  const std::string& root() const { return root_; }
+
+  // What loading the modules creates: nvmet/{subsystems,ports,hosts} and
+  // target/{core,iscsi} with their attributes. Loading twice is a no-op.
+  Status LoadNvmet();
+  Status LoadLio();
+  // Drops a module's whole tree, as an rmmod (or a reboot) loses it. A
+  // later Load gives the root group a new identity, as the kernel does.
+  Status UnloadNvmet();
+  Status UnloadLio();
+
+  StatusOr<std::string> ReadFile(const std::string& path) override;
+  Status WriteFile(const std::string& path, const std::string& content) override;
+  Status WriteFileAtomic(const std::string& path, const std::string& content) override;
+  Status MakeDir(const std::string& path) override;
+  Status MakeDirs(const std::string& path) override;
+  Status RemoveDir(const std::string& path) override;
+  Status Unlink(const std::string& path) override;
+  Status Symlink(const std::string& target, const std::string& link) override;
+  StatusOr<std::string> ReadLink(const std::string& path) override;
+  StatusOr<std::vector<DirEntry>> ListDir(const std::string& path) override;
+  bool Exists(const std::string& path) override;
+  bool IsDir(const std::string& path) override;
+  // configfs holds no regular files: these refuse inside root.
+  Status CreateSparseFile(const std::string& path, int64_t size_bytes) override;
+  Status ResizeFile(const std::string& path, int64_t size_bytes) override;
+  StatusOr<int64_t> FileSize(const std::string& path) override;
+  StatusOr<FsCapacity> StatVfs(const std::string& path) override;
+  Status RemoveTree(const std::string& path) override;
+
+  enum class Kind;  // the type of a group, as configfs's config_item_type
+
+ private:
+  struct Rel {
+    bool inside = false;
+    std::vector<std::string> parts;  // components below root
+  };
+  Rel Relative(const std::string& path) const;
+  std::string Abs(const std::vector<std::string>& parts) const;
+  Kind Classify(const std::vector<std::string>& parts) const;
+
+  Status CreateGroup(const std::string& path, Kind kind);
+  Status CheckRemovable(const std::string& path, Kind kind);
+  Status OnWrite(const std::vector<std::string>& dir, Kind kind, const std::string& attr,
+                 std::string* value);
+  Status OnLink(const std::vector<std::string>& dir, Kind kind,
+                const std::vector<std::string>& target);
+  bool HasLinks(const std::string& dir);
+  StatusOr<std::string> Attr(const std::vector<std::string>& dir, const std::string& attr);
+  Status SetAttr(const std::vector<std::string>& dir, const std::string& attr,
+                 const std::string& value);
+  Status LoadModuleTree(const std::string& name, Kind kind);
+
+  PosixFs posix_;
+  std::string root_;
+  unsigned long next_id_ = 1;  // seeds generated defaults (serials, UUIDs)
+};
+
+// Creates the configfs root skeleton in `root` as loading nvmet and LIO would.
+Status CreateConfigfsSkeleton(const std::string& root);
+
+}  // namespace pillar::agent

@@ -1,0 +1,112 @@
+// knfsd exports through nfs-utils: one persisted file per volume in
+// exports.d (so an nfs-server restart, which runs `exportfs -r`, restores it)
+// plus the live table converged client by client with `exportfs -o` / `-u`.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/exporters/exporter.h"
+#include "common/exec.h"
+#include "common/fs.h"
+#include "common/status.h"
+
+namespace pillar::agent {
+
+// The only port knfsd serves exports on; it is one server-wide setting
+// (rpc.nfsd --port), not a property of an export.
+constexpr int kNfsPort = 2049;
+
+// One client line of `exportfs -v`.
+struct ExportfsEntry {
+  std::string path;
+  std::string client;                // "*" for "<world>"
+  std::vector<std::string> options;  // as printed, in order
+
+  bool operator==(const ExportfsEntry&) const = default;
+};
+
+// Parses `exportfs -v` (nfs-utils 2.x): a path, padded to 14 columns and
+// followed by a tab and "client(opts)" on the same line; or, for a path longer
+// than 14 characters, the path alone with "\t\tclient(opts)" on the next line.
+// One line per client; one path's clients need not be adjacent. A line it
+// cannot read is INTERNAL naming the line number, so a format change fails
+// loudly instead of hiding exports.
+StatusOr<std::vector<ExportfsEntry>> ParseExportfsVerbose(const std::string& text);
+
+// The export options pillar sets, fsid included (see NfsFsid).
+std::string NfsExportOptions(const std::string& agent_volume_id);
+
+// A stable fsid for the volume: a UUID from the 128-bit FNV-1a hash of the
+// agent volume id. knfsd otherwise derives the fsid from the device number or
+// the file system's own UUID: device numbers of LVM / loop devices change
+// across reboots (clients then get ESTALE), and a directory that is not the
+// root of its own file system (file-backend pools, tmpfs) may have none.
+std::string NfsFsid(const std::string& agent_volume_id);
+
+// Export directories pillar accepts: absolute, components of
+// [A-Za-z0-9_.+-] other than "." and "..", no empty component, at most 4095
+// bytes. Such a path is one token in an exports file and in exportfs argv,
+// so no quoting or escaping is ever needed.
+Status ValidateExportPath(const std::string& field, const std::string& path);
+
+class NfsExporter : public Exporter {
+ public:
+  NfsExporter(Exec& exec, Fs& fs, std::string exports_dir = "/etc/exports.d",
+              std::string nfsd_proc = "/proc/fs/nfsd");
+
+  Protocol protocol() const override { return Protocol::kNfs; }
+
+  // want.target_id and want.backing are both the exported directory, which
+  // must exist. params.port must be 0 (the default) or 2049: knfsd cannot
+  // serve one export on another port. params.bind_address is recorded and
+  // reported as given but cannot be enforced: knfsd listens on every address.
+  // acl_enabled=false exports to "*"; otherwise to exactly allowed_hosts
+  // (IP addresses or CIDRs), and an empty set exports to nobody.
+  Status Apply(const DesiredExport& want, std::vector<std::string>* changes) override;
+  // The live clients of the volume's directory ("*" as acl_enabled=false),
+  // bind address and port as recorded in its file. `drift` names a missing
+  // file and clients whose options are not pillar's: Apply repairs both.
+  // Found through the file, or through the volume's fsid when it was lost.
+  StatusOr<std::optional<ActualExport>> Get(const std::string& agent_volume_id) override;
+  StatusOr<std::vector<ActualExport>> List() override;
+  Status Remove(const std::string& agent_volume_id, std::vector<std::string>* changes) override;
+  // "" when nfsd runs no threads; "nfsd" otherwise (see the .cc for why no
+  // restart counter is needed).
+  std::string StateToken() override;
+
+  // "<exports_dir>/pillar-<escaped id>.exports" (escaping as in TargetName).
+  std::string ExportsFile(const std::string& agent_volume_id) const;
+
+ private:
+  // What pillar persisted for one volume (the file's "# pillar" line).
+  struct Record {
+    std::string agent_volume_id;
+    std::string path;
+    std::string bind_address;
+    int port = 0;
+  };
+
+  // nullopt when the file is absent; INTERNAL when it is unreadable, lacks
+  // the "# pillar" line or records another volume than its name says.
+  StatusOr<std::optional<Record>> ReadRecord(const std::string& file,
+                                             const std::string& expected_id);
+  StatusOr<std::vector<ExportfsEntry>> Observe();
+  // The directory of a volume: from its file, else from a live entry that
+  // carries the volume's fsid (the file was lost); nullopt when neither.
+  StatusOr<std::optional<std::string>> PathOf(const std::string& agent_volume_id,
+                                              const std::optional<Record>& record,
+                                              const std::vector<ExportfsEntry>& live);
+  ActualExport Describe(const std::string& agent_volume_id, const std::string& path,
+                        const std::optional<Record>& record,
+                        const std::vector<ExportfsEntry>& live) const;
+  Status Unexport(const std::string& client, const std::string& path, bool absent_ok);
+
+  Exec& exec_;
+  Fs& fs_;
+  std::string exports_dir_;
+  std::string nfsd_proc_;
+};
+
+}  // namespace pillar::agent

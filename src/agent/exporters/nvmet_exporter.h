@@ -1,0 +1,71 @@
+// Exports block volumes over NVMe/TCP through the kernel's nvmet configfs
+// tree: one subsystem per volume (named TargetName(nqn_prefix, volume id))
+// with namespace 1 on the backing device, linked to a TCP port, and an ACL of
+// allowed_hosts links or attr_allow_any_host=1.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/exporters/configfs_util.h"
+#include "agent/exporters/exporter.h"
+#include "common/fs.h"
+
+namespace pillar::agent {
+
+class NvmetExporter : public Exporter {
+ public:
+  // Ports pillar creates take ids from this range. nvmet ports carry no tag
+  // of their own, and nvmetcli and hand-written setups number theirs from 1,
+  // so a disjoint range is how pillar knows which ports it may delete once
+  // empty; a foreign port that matches an export's address is reused as is.
+  static constexpr int kFirstPortId = 8000;
+  static constexpr int kLastPortId = 8999;
+
+  // `configfs_root` is where configfs is mounted ("/sys/kernel/config").
+  NvmetExporter(Fs& fs, std::string configfs_root, std::string nqn_prefix = kDefaultNqnPrefix,
+                configfs::DirIdentityFn dir_identity = configfs::StatDirIdentity);
+
+  Protocol protocol() const override { return Protocol::kNvmeofTcp; }
+  Status Apply(const DesiredExport& want, std::vector<std::string>* changes) override;
+  StatusOr<std::optional<ActualExport>> Get(const std::string& agent_volume_id) override;
+  StatusOr<std::vector<ActualExport>> List() override;
+  Status Remove(const std::string& agent_volume_id, std::vector<std::string>* changes) override;
+  // The identity of <root>/nvmet, which a module reload recreates.
+  std::string StateToken() override;
+
+ private:
+  struct Port {
+    int id = 0;
+    std::string trtype, adrfam, traddr, trsvcid;
+    int inline_data_size = -1;
+    std::map<std::string, std::string> links;  // subsystem NQN -> link name
+  };
+
+  StatusOr<std::vector<Port>> ReadPorts();
+  // The TCP port at the export's address (preferring one `nqn` is on), or null.
+  static Port* FindPort(std::vector<Port>& ports, const std::string& nqn,
+                        const ExportParams& params);
+  static Status CheckShared(const Port* match, const std::string& nqn, const ExportParams& params);
+  StatusOr<std::optional<ActualExport>> Observe(const std::string& agent_volume_id,
+                                                const std::vector<Port>& ports);
+  Status ApplyAcl(const std::string& nqn, const DesiredExport& want,
+                  std::vector<std::string>* changes);
+  Status ApplyNamespace(const std::string& nqn, const std::string& backing,
+                        std::vector<std::string>* changes);
+  Status ApplyPort(const std::string& nqn, const ExportParams& params,
+                   std::vector<std::string>* changes);
+  // Unlinks `nqn` from `port` and deletes the port when it is pillar's and empty.
+  Status UnlinkFromPort(Port& port, const std::string& nqn, const std::string& why,
+                        std::vector<std::string>* changes);
+  std::string PortDir(int id) const;
+
+  Fs& fs_;
+  std::string nvmet_;
+  std::string prefix_;
+  configfs::DirIdentityFn dir_identity_;
+};
+
+}  // namespace pillar::agent

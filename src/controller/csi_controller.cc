@@ -1,0 +1,719 @@
+#include "controller/csi_controller.h"
+
+#include "common/grpc_status.h"
+#include "common/log.h"
+#include "common/validate.h"
+
+namespace pillar::controller {
+
+namespace av1 = pillar::agent::v1;
+using csi::v1::VolumeCapability;
+
+namespace {
+
+constexpr int64_t kDefaultSize = 1LL << 30;
+constexpr int64_t kSizeQuantum = 4LL << 20;  // LVM extent and a common zvol block multiple
+
+bool IsSingleNode(VolumeCapability::AccessMode::Mode m) {
+  return m == VolumeCapability::AccessMode::SINGLE_NODE_WRITER ||
+         m == VolumeCapability::AccessMode::SINGLE_NODE_READER_ONLY ||
+         m == VolumeCapability::AccessMode::SINGLE_NODE_SINGLE_WRITER ||
+         m == VolumeCapability::AccessMode::SINGLE_NODE_MULTI_WRITER;
+}
+
+Meta MetaOf(const store::Object& o) {
+  return {o.name, o.uid, o.resource_version, o.generation, o.creation_timestamp,
+          o.deletion_timestamp};
+}
+
+StatusOr<VolumeState> Load(const store::Object& o) {
+  VolumeState v;
+  v.meta = MetaOf(o);
+  ASSIGN_OR_RETURN(v.spec, VolumeSpecFromJson(o.spec));
+  ASSIGN_OR_RETURN(v.status, VolumeStatusFromJson(o.status));
+  return v;
+}
+
+void FillContext(const VolumeState& v, google::protobuf::Map<std::string, std::string>* ctx) {
+  (*ctx)["protocol"] = v.spec.protocol;
+  (*ctx)["agentVolumeID"] = v.spec.agent_volume_id;
+  if (!v.spec.fs_type.empty()) (*ctx)["fsType"] = v.spec.fs_type;
+  if (v.status.export_info) {
+    (*ctx)["targetID"] = v.status.export_info->target_id;
+    (*ctx)["address"] = v.status.export_info->address;
+    (*ctx)["port"] = std::to_string(v.status.export_info->port);
+  }
+}
+
+void FillVolume(const VolumeState& v, csi::v1::Volume* out) {
+  out->set_volume_id(v.meta.name);
+  out->set_capacity_bytes(v.status.capacity_bytes > 0 ? v.status.capacity_bytes
+                                                      : v.spec.capacity_bytes);
+  FillContext(v, out->mutable_volume_context());
+}
+
+StatusOr<int64_t> PickSize(const csi::v1::CapacityRange& range) {
+  int64_t required = range.required_bytes();
+  int64_t limit = range.limit_bytes();
+  if (required < 0 || limit < 0) {
+    return OutOfRange("capacity_range: required_bytes and limit_bytes must be >= 0");
+  }
+  if (limit > 0 && required > limit) {
+    return OutOfRange("capacity_range.required_bytes exceeds capacity_range.limit_bytes");
+  }
+  int64_t size = required > 0 ? required : kDefaultSize;
+  if (limit > 0 && size > limit) size = limit;
+  int64_t rounded = (size + kSizeQuantum - 1) / kSizeQuantum * kSizeQuantum;
+  if (limit > 0 && rounded > limit) rounded = size;  // exactness beats alignment
+  return rounded;
+}
+
+grpc::Status Reply(const Status& s) { return ToGrpc(s); }
+
+}  // namespace
+
+StatusOr<CreateParams> ParseCreateParameters(
+    const google::protobuf::Map<std::string, std::string>& p) {
+  CreateParams out;
+  auto get = [&](const char* k) -> std::string {
+    auto it = p.find(k);
+    return it == p.end() ? "" : it->second;
+  };
+  for (const auto& [k, v] : p) {
+    static const std::set<std::string> kKnown = {"agent", "pool", "protocol", "acl", "port",
+                                                 "bindAddress", "fsType", "inCapsuleDataSize"};
+    if (kKnown.count(k) == 0 && k.rfind("backend.", 0) != 0 &&
+        k.rfind("csi.storage.k8s.io/", 0) != 0) {
+      return InvalidArgument("parameters." + k + " is not a pillar parameter");
+    }
+    if (k.rfind("backend.", 0) == 0) out.backend_params[k.substr(8)] = v;
+  }
+  out.agent_ref = get("agent");
+  if (out.agent_ref.empty()) return InvalidArgument("parameters.agent is required");
+  RETURN_IF_ERROR(validate::ObjectName("parameters.agent", out.agent_ref));
+  out.pool = get("pool");
+  if (out.pool.empty()) return InvalidArgument("parameters.pool is required");
+  RETURN_IF_ERROR(validate::PoolName("parameters.pool", out.pool));
+  out.protocol = get("protocol");
+  if (out.protocol != "nvmeof-tcp" && out.protocol != "iscsi" && out.protocol != "nfs") {
+    return InvalidArgument("parameters.protocol \"" + out.protocol +
+                           "\" must be nvmeof-tcp, iscsi or nfs");
+  }
+  std::string acl = get("acl");
+  if (acl.empty() || acl == "true") {
+    out.acl_enabled = true;
+  } else if (acl == "false") {
+    out.acl_enabled = false;
+  } else {
+    return InvalidArgument("parameters.acl \"" + acl + "\" must be true or false");
+  }
+  std::string port = get("port");
+  if (!port.empty()) {
+    if (port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos) {
+      return InvalidArgument("parameters.port \"" + port + "\" is not a port number");
+    }
+    out.port = std::stoll(port);
+    RETURN_IF_ERROR(validate::Port("parameters.port", out.port));
+  }
+  out.bind_address = get("bindAddress");
+  if (!out.bind_address.empty()) {
+    RETURN_IF_ERROR(validate::IpAddress("parameters.bindAddress", out.bind_address));
+  }
+  out.fs_type = get("fsType");
+  if (!out.fs_type.empty() && out.fs_type != "ext4" && out.fs_type != "xfs") {
+    return InvalidArgument("parameters.fsType \"" + out.fs_type + "\" must be ext4 or xfs");
+  }
+  std::string ics = get("inCapsuleDataSize");
+  if (!ics.empty()) {
+    if (out.protocol != "nvmeof-tcp") {
+      return InvalidArgument("parameters.inCapsuleDataSize applies to nvmeof-tcp only");
+    }
+    if (ics.size() > 9 || ics.find_first_not_of("0123456789") != std::string::npos) {
+      return InvalidArgument("parameters.inCapsuleDataSize \"" + ics + "\" is not a byte count");
+    }
+    out.in_capsule_data_size = std::stoll(ics);
+  }
+  return out;
+}
+
+Status ValidateCapability(const VolumeCapability& cap, const std::string& protocol,
+                          const std::string& field) {
+  if (!cap.has_block() && !cap.has_mount()) {
+    return InvalidArgument(field + ": access_type (block or mount) is required");
+  }
+  auto mode = cap.access_mode().mode();
+  if (mode == VolumeCapability::AccessMode::UNKNOWN) {
+    return InvalidArgument(field + ".access_mode is required");
+  }
+  if (protocol == "nfs") {
+    if (cap.has_block()) return InvalidArgument(field + ": nfs volumes cannot be block volumes");
+  } else if (!IsSingleNode(mode) && mode != VolumeCapability::AccessMode::MULTI_NODE_READER_ONLY &&
+             !(cap.has_block() && mode == VolumeCapability::AccessMode::MULTI_NODE_MULTI_WRITER)) {
+    return InvalidArgument(field + ": " + protocol +
+                           " volumes are single-node (or multi-node raw block) only");
+  }
+  if (cap.has_mount() && !cap.mount().fs_type().empty() && cap.mount().fs_type() != "ext4" &&
+      cap.mount().fs_type() != "xfs" && protocol != "nfs") {
+    return InvalidArgument(field + ".mount.fs_type \"" + cap.mount().fs_type() +
+                           "\" must be ext4 or xfs");
+  }
+  return Status::Ok();
+}
+
+grpc::Status CsiIdentity::GetPluginInfo(grpc::ServerContext*, const csi::v1::GetPluginInfoRequest*,
+                                        csi::v1::GetPluginInfoResponse* resp) {
+  resp->set_name(kDriverName);
+  resp->set_vendor_version(kDriverVersion);
+  return grpc::Status::OK;
+}
+
+grpc::Status CsiIdentity::GetPluginCapabilities(grpc::ServerContext*,
+                                                const csi::v1::GetPluginCapabilitiesRequest*,
+                                                csi::v1::GetPluginCapabilitiesResponse* resp) {
+  resp->add_capabilities()->mutable_service()->set_type(
+      csi::v1::PluginCapability::Service::CONTROLLER_SERVICE);
+  resp->add_capabilities()->mutable_volume_expansion()->set_type(
+      csi::v1::PluginCapability::VolumeExpansion::ONLINE);
+  return grpc::Status::OK;
+}
+
+grpc::Status CsiIdentity::Probe(grpc::ServerContext*, const csi::v1::ProbeRequest*,
+                                csi::v1::ProbeResponse* resp) {
+  resp->mutable_ready()->set_value(leader_.IsLeader());
+  return grpc::Status::OK;
+}
+
+Status CsiController::RequireLeader() {
+  if (!leader_.IsLeader()) return Unavailable("this controller replica is not the leader");
+  return Status::Ok();
+}
+
+std::shared_ptr<std::mutex> CsiController::VolumeLock(const std::string& volume_id) {
+  std::lock_guard<std::mutex> lock(locks_mu_);
+  auto& slot = locks_[volume_id];
+  if (!slot) slot = std::make_shared<std::mutex>();
+  return slot;
+}
+
+StatusOr<std::shared_ptr<AgentClient>> CsiController::ClientFor(const std::string& agent_ref,
+                                                                AgentRecord* record) {
+  auto obj = store_.Get(kKindAgent, agent_ref);
+  if (!obj.ok()) {
+    if (obj.status().code() == Code::kNotFound) {
+      return InvalidArgument("parameters.agent: PillarAgent \"" + agent_ref + "\" is not registered");
+    }
+    return obj.status();
+  }
+  ASSIGN_OR_RETURN(AgentRecord rec, AgentFromJson(MetaOf(*obj), obj->spec, obj->status));
+  if (record != nullptr) *record = rec;
+  return agents_.Client(agent_ref, {rec.address, rec.port, rec.tls_server_name});
+}
+
+StatusOr<store::Object> CsiController::MutateStatus(
+    const std::string& volume_id, const std::function<Status(VolumeStatus&)>& mutate) {
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    ASSIGN_OR_RETURN(store::Object obj, store_.Get(kKindVolume, volume_id));
+    ASSIGN_OR_RETURN(VolumeStatus status, VolumeStatusFromJson(obj.status));
+    RETURN_IF_ERROR(mutate(status));
+    // Merge into the raw status so fields this code does not model survive.
+    nlohmann::json next = obj.status.is_object() ? obj.status : nlohmann::json::object();
+    nlohmann::json modeled = ToJson(status);
+    for (auto& [k, v] : modeled.items()) next[k] = v;
+    if (!status.export_spec) next.erase("exportSpec");
+    if (!status.export_info) next.erase("exportInfo");
+    obj.status = next;
+    auto written = store_.UpdateStatus(obj);
+    if (written.ok() || written.status().code() != Code::kAborted) return written;
+  }
+  return Aborted("volume " + volume_id + " is being changed concurrently; retry");
+}
+
+grpc::Status CsiController::CreateVolume(grpc::ServerContext*,
+                                         const csi::v1::CreateVolumeRequest* req,
+                                         csi::v1::CreateVolumeResponse* resp) {
+  return Reply(DoCreate(*req, resp->mutable_volume()));
+}
+
+Status CsiController::DoCreate(const csi::v1::CreateVolumeRequest& req, csi::v1::Volume* out) {
+  RETURN_IF_ERROR(RequireLeader());
+  if (req.name().empty()) return InvalidArgument("name is required");
+  RETURN_IF_ERROR(validate::VolumeName("name", req.name()));
+  RETURN_IF_ERROR(validate::ObjectName("name", req.name()));
+  if (req.volume_capabilities().empty()) {
+    return InvalidArgument("volume_capabilities must name at least one capability");
+  }
+  if (req.has_volume_content_source()) {
+    return InvalidArgument("volume_content_source: snapshots and clones are not supported");
+  }
+  ASSIGN_OR_RETURN(CreateParams params, ParseCreateParameters(req.parameters()));
+  std::string access_type;
+  for (int i = 0; i < req.volume_capabilities_size(); ++i) {
+    const auto& cap = req.volume_capabilities(i);
+    RETURN_IF_ERROR(ValidateCapability(cap, params.protocol,
+                                       "volume_capabilities[" + std::to_string(i) + "]"));
+    std::string t = cap.has_block() ? "block" : "mount";
+    if (!access_type.empty() && access_type != t) {
+      return InvalidArgument("volume_capabilities mix block and mount access");
+    }
+    access_type = t;
+    if (cap.has_mount() && !cap.mount().fs_type().empty() && params.fs_type.empty()) {
+      params.fs_type = cap.mount().fs_type();
+    }
+  }
+  if (access_type == "mount" && params.protocol != "nfs" && params.fs_type.empty()) {
+    params.fs_type = "ext4";
+  }
+  ASSIGN_OR_RETURN(int64_t size, PickSize(req.capacity_range()));
+
+  nlohmann::json recorded = nlohmann::json::object();
+  for (const auto& [k, v] : req.parameters()) recorded[k] = v;
+
+  auto lock = VolumeLock(req.name());
+  std::lock_guard<std::mutex> guard(*lock);
+  AgentRecord agent_rec;
+  ASSIGN_OR_RETURN(auto client, ClientFor(params.agent_ref, &agent_rec));
+
+  VolumeSpec spec;
+  spec.volume_id = req.name();
+  spec.agent_ref = params.agent_ref;
+  spec.agent_volume_id = params.pool + "/" + req.name();
+  spec.protocol = params.protocol;
+  spec.capacity_bytes = size;
+  spec.access_type = access_type;
+  spec.fs_type = params.fs_type;
+  spec.parameters = recorded;
+
+  auto existing = store_.Get(kKindVolume, req.name());
+  store::Object obj;
+  if (existing.ok()) {
+    ASSIGN_OR_RETURN(VolumeState have, Load(*existing));
+    if (have.spec.parameters != recorded || have.spec.access_type != access_type) {
+      return AlreadyExists("volume " + req.name() +
+                           " exists with different parameters or access type");
+    }
+    int64_t have_size = std::max(have.status.capacity_bytes, have.spec.capacity_bytes);
+    if (have_size < req.capacity_range().required_bytes() ||
+        (req.capacity_range().limit_bytes() > 0 && have_size > req.capacity_range().limit_bytes())) {
+      return AlreadyExists("volume " + req.name() + " exists with capacity " +
+                           std::to_string(have_size) + " outside the requested range");
+    }
+    if (have.status.deleting || have.meta.deletion_timestamp) {
+      return Aborted("volume " + req.name() + " is being deleted");
+    }
+    obj = *existing;
+    spec = have.spec;
+  } else if (existing.status().code() == Code::kNotFound) {
+    // Record the intent first, exportSpec included: it is the only source an
+    // export is ever rebuilt from.
+    VolumeStatus status;
+    status.export_spec = ExportSpec{
+        params.bind_address.empty() ? agent_rec.address : params.bind_address,
+        params.port, params.acl_enabled, params.in_capsule_data_size};
+    RETURN_IF_ERROR(validate::IpAddress("bindAddress (PillarAgent address)",
+                                        status.export_spec->bind_address));
+    store::Object fresh;
+    fresh.kind = kKindVolume;
+    fresh.name = req.name();
+    fresh.spec = ToJson(spec);
+    fresh.status = ToJson(status);
+    ASSIGN_OR_RETURN(obj, store_.Create(fresh));
+  } else {
+    return existing.status();
+  }
+
+  av1::CreateVolumeRequest creq;
+  creq.set_pool(params.pool);
+  creq.set_name(req.name());
+  creq.set_size_bytes(spec.capacity_bytes);
+  creq.set_mode(params.protocol == "nfs" ? av1::VOLUME_MODE_FILESYSTEM : av1::VOLUME_MODE_BLOCK);
+  creq.set_volume_uid(obj.uid);
+  for (const auto& [k, v] : params.backend_params) (*creq.mutable_parameters())[k] = v;
+  ASSIGN_OR_RETURN(auto created, client->CreateVolume(creq));
+  int64_t actual_size = created.volume().size_bytes();
+  ASSIGN_OR_RETURN(obj, MutateStatus(req.name(), [&](VolumeStatus& s) {
+                     s.capacity_bytes = actual_size;
+                     return Status::Ok();
+                   }));
+  ASSIGN_OR_RETURN(ReconcileOutcome outcome, reconciler_.ReconcileNow(req.name()));
+  if (outcome.condition.status != "True") {
+    return Unavailable("volume " + req.name() + " was created but its export is not ready: " +
+                       outcome.condition.reason + ": " + outcome.condition.message);
+  }
+  ASSIGN_OR_RETURN(obj, store_.Get(kKindVolume, req.name()));
+  ASSIGN_OR_RETURN(VolumeState v, Load(obj));
+  FillVolume(v, out);
+  log::Info("volume created", {{"volume", req.name()}, {"agent", spec.agent_ref},
+                               {"sizeBytes", actual_size}, {"protocol", spec.protocol}});
+  return Status::Ok();
+}
+
+grpc::Status CsiController::DeleteVolume(grpc::ServerContext*,
+                                         const csi::v1::DeleteVolumeRequest* req,
+                                         csi::v1::DeleteVolumeResponse*) {
+  return Reply(DoDelete(req->volume_id()));
+}
+
+Status CsiController::DoDelete(const std::string& volume_id) {
+  RETURN_IF_ERROR(RequireLeader());
+  if (volume_id.empty()) return InvalidArgument("volume_id is required");
+  auto lock = VolumeLock(volume_id);
+  std::lock_guard<std::mutex> guard(*lock);
+  auto obj = store_.Get(kKindVolume, volume_id);
+  if (!obj.ok()) {
+    if (obj.status().code() == Code::kNotFound || obj.status().code() == Code::kInvalidArgument) {
+      return Status::Ok();  // never existed or already gone
+    }
+    return obj.status();
+  }
+  ASSIGN_OR_RETURN(VolumeState v, Load(*obj));
+  for (const auto& n : v.status.published_nodes) {
+    if (!n.revoking) {
+      return FailedPrecondition("volume " + volume_id + " is still published to node " +
+                                n.node_id);
+    }
+  }
+  // From here the reconciler leaves the volume alone.
+  ASSIGN_OR_RETURN(store::Object marked, MutateStatus(volume_id, [](VolumeStatus& s) {
+                     s.deleting = true;
+                     s.publication_generation++;
+                     return Status::Ok();
+                   }));
+  ASSIGN_OR_RETURN(VolumeState cur, Load(marked));
+  ASSIGN_OR_RETURN(auto client, ClientFor(v.spec.agent_ref));
+  ASSIGN_OR_RETURN(av1::Protocol protocol, ProtocolFromString(v.spec.protocol));
+  av1::UnexportVolumeRequest ureq;
+  ureq.set_agent_volume_id(v.spec.agent_volume_id);
+  ureq.set_protocol(protocol);
+  ureq.mutable_fence()->set_volume_uid(cur.meta.uid);
+  ureq.mutable_fence()->set_publication_generation(cur.status.publication_generation);
+  auto unexported = client->UnexportVolume(ureq);
+  if (!unexported.ok() && unexported.status().code() != Code::kNotFound) {
+    return unexported.status().Annotate("unexport " + volume_id);
+  }
+  av1::DeleteVolumeRequest dreq;
+  dreq.set_agent_volume_id(v.spec.agent_volume_id);
+  dreq.set_volume_uid(cur.meta.uid);
+  Status deleted = client->DeleteVolume(dreq);
+  if (!deleted.ok() && deleted.code() != Code::kNotFound) {
+    return deleted.Annotate("delete backend volume of " + volume_id);
+  }
+  Status s = store_.Delete(kKindVolume, volume_id, {cur.meta.uid, std::nullopt});
+  if (!s.ok() && s.code() != Code::kNotFound) return s;
+  log::Info("volume deleted", {{"volume", volume_id}});
+  return Status::Ok();
+}
+
+grpc::Status CsiController::ControllerPublishVolume(
+    grpc::ServerContext*, const csi::v1::ControllerPublishVolumeRequest* req,
+    csi::v1::ControllerPublishVolumeResponse* resp) {
+  return Reply(DoPublish(*req, resp));
+}
+
+Status CsiController::DoPublish(const csi::v1::ControllerPublishVolumeRequest& req,
+                                csi::v1::ControllerPublishVolumeResponse* resp) {
+  RETURN_IF_ERROR(RequireLeader());
+  if (req.volume_id().empty()) return InvalidArgument("volume_id is required");
+  if (req.node_id().empty()) return InvalidArgument("node_id is required");
+  if (!req.has_volume_capability()) return InvalidArgument("volume_capability is required");
+  auto lock = VolumeLock(req.volume_id());
+  std::lock_guard<std::mutex> guard(*lock);
+  auto obj = store_.Get(kKindVolume, req.volume_id());
+  if (!obj.ok()) {
+    if (obj.status().code() == Code::kInvalidArgument) {
+      return NotFound("volume " + req.volume_id() + " does not exist");
+    }
+    return obj.status().code() == Code::kNotFound
+               ? NotFound("volume " + req.volume_id() + " does not exist")
+               : obj.status();
+  }
+  ASSIGN_OR_RETURN(VolumeState v, Load(*obj));
+  if (v.status.deleting) return FailedPrecondition("volume " + req.volume_id() + " is being deleted");
+  RETURN_IF_ERROR(ValidateCapability(req.volume_capability(), v.spec.protocol, "volume_capability"));
+  std::string want_type = req.volume_capability().has_block() ? "block" : "mount";
+  if (!v.spec.access_type.empty() && want_type != v.spec.access_type) {
+    return InvalidArgument("volume_capability: volume " + req.volume_id() + " was created for " +
+                           v.spec.access_type + " access");
+  }
+  auto node = store_.Get(kKindNode, req.node_id());
+  if (!node.ok()) {
+    return node.status().code() == Code::kNotFound || node.status().code() == Code::kInvalidArgument
+               ? NotFound("node " + req.node_id() + " is not registered (no PillarNode)")
+               : node.status();
+  }
+  bool single = IsSingleNode(req.volume_capability().access_mode().mode());
+  ASSIGN_OR_RETURN(store::Object written, MutateStatus(req.volume_id(), [&](VolumeStatus& s) {
+                     bool present = false;
+                     for (auto& n : s.published_nodes) {
+                       if (n.node_id == req.node_id()) {
+                         present = true;
+                         if (n.revoking) {
+                           n.revoking = false;
+                           s.publication_generation++;
+                         }
+                       } else if (single && !n.revoking) {
+                         return FailedPrecondition("volume " + req.volume_id() +
+                                                   " is published to node " + n.node_id +
+                                                   " and its access mode is single-node");
+                       }
+                     }
+                     if (!present) {
+                       s.published_nodes.push_back({req.node_id(), false});
+                       s.publication_generation++;
+                     }
+                     return Status::Ok();
+                   }));
+  (void)written;
+  ASSIGN_OR_RETURN(ReconcileOutcome outcome, reconciler_.ReconcileNow(req.volume_id()));
+  if (outcome.condition.status != "True") {
+    Code code = outcome.condition.reason == std::string(kReasonAgentUnavailable)
+                    ? Code::kUnavailable
+                    : Code::kInternal;
+    return {code, "publish of " + req.volume_id() + " to " + req.node_id() +
+                      " is recorded but not yet applied: " + outcome.condition.reason + ": " +
+                      outcome.condition.message};
+  }
+  ASSIGN_OR_RETURN(store::Object now, store_.Get(kKindVolume, req.volume_id()));
+  ASSIGN_OR_RETURN(VolumeState cur, Load(now));
+  FillContext(cur, resp->mutable_publish_context());
+  if (req.readonly()) (*resp->mutable_publish_context())["readonly"] = "true";
+  log::Info("volume published", {{"volume", req.volume_id()}, {"node", req.node_id()},
+                                 {"generation", cur.status.publication_generation}});
+  return Status::Ok();
+}
+
+grpc::Status CsiController::ControllerUnpublishVolume(
+    grpc::ServerContext*, const csi::v1::ControllerUnpublishVolumeRequest* req,
+    csi::v1::ControllerUnpublishVolumeResponse*) {
+  return Reply(DoUnpublish(req->volume_id(), req->node_id()));
+}
+
+Status CsiController::DoUnpublish(const std::string& volume_id, const std::string& node_id) {
+  RETURN_IF_ERROR(RequireLeader());
+  if (volume_id.empty()) return InvalidArgument("volume_id is required");
+  auto lock = VolumeLock(volume_id);
+  std::lock_guard<std::mutex> guard(*lock);
+  auto obj = store_.Get(kKindVolume, volume_id);
+  if (!obj.ok()) {
+    if (obj.status().code() == Code::kNotFound || obj.status().code() == Code::kInvalidArgument) {
+      return Status::Ok();  // nothing is published from a volume that does not exist
+    }
+    return obj.status();
+  }
+  ASSIGN_OR_RETURN(VolumeState v, Load(*obj));
+  std::vector<std::string> targets;
+  for (const auto& n : v.status.published_nodes) {
+    if (node_id.empty() || n.node_id == node_id) targets.push_back(n.node_id);
+  }
+  for (const auto& target : targets) {
+    // Phase 1: revoking. Only this node's entry leaves the desired ACL.
+    RETURN_IF_ERROR(MutateStatus(volume_id, [&](VolumeStatus& s) {
+                      for (auto& n : s.published_nodes) {
+                        if (n.node_id == target && !n.revoking) {
+                          n.revoking = true;
+                          s.publication_generation++;
+                        }
+                      }
+                      return Status::Ok();
+                    }).status());
+    ASSIGN_OR_RETURN(ReconcileOutcome outcome, reconciler_.ReconcileNow(volume_id));
+    bool confirmed = outcome.condition.status == "True" ||
+                     outcome.condition.reason == std::string(kReasonExportSpecMissing);
+    if (!confirmed) {
+      Code code = outcome.condition.reason == std::string(kReasonAgentUnavailable)
+                      ? Code::kUnavailable
+                      : Code::kInternal;
+      return {code, "unpublish of " + volume_id + " from " + target +
+                        " is recorded (revoking) but not yet confirmed: " +
+                        outcome.condition.reason + ": " + outcome.condition.message};
+    }
+    // Phase 2: confirmed gone from the target; drop the publication.
+    RETURN_IF_ERROR(MutateStatus(volume_id, [&](VolumeStatus& s) {
+                      auto& list = s.published_nodes;
+                      auto it = std::remove_if(list.begin(), list.end(), [&](const PublishedNode& n) {
+                        return n.node_id == target;
+                      });
+                      if (it != list.end()) {
+                        list.erase(it, list.end());
+                        s.publication_generation++;
+                      }
+                      return Status::Ok();
+                    }).status());
+    auto final_pass = reconciler_.ReconcileNow(volume_id);  // advances the fence mark
+    if (!final_pass.ok()) log::Warn("post-unpublish reconcile", {{"error", final_pass.status().ToString()}});
+    log::Info("volume unpublished", {{"volume", volume_id}, {"node", target}});
+  }
+  return Status::Ok();
+}
+
+grpc::Status CsiController::ValidateVolumeCapabilities(
+    grpc::ServerContext*, const csi::v1::ValidateVolumeCapabilitiesRequest* req,
+    csi::v1::ValidateVolumeCapabilitiesResponse* resp) {
+  if (req->volume_id().empty()) return Reply(InvalidArgument("volume_id is required"));
+  if (req->volume_capabilities().empty()) {
+    return Reply(InvalidArgument("volume_capabilities is required"));
+  }
+  auto obj = store_.Get(kKindVolume, req->volume_id());
+  if (!obj.ok()) {
+    return Reply(obj.status().code() == Code::kNotFound || obj.status().code() == Code::kInvalidArgument
+                     ? NotFound("volume " + req->volume_id() + " does not exist")
+                     : obj.status());
+  }
+  auto v = Load(*obj);
+  if (!v.ok()) return Reply(v.status());
+  for (int i = 0; i < req->volume_capabilities_size(); ++i) {
+    const auto& cap = req->volume_capabilities(i);
+    Status s = ValidateCapability(cap, v->spec.protocol,
+                                  "volume_capabilities[" + std::to_string(i) + "]");
+    std::string t = cap.has_block() ? "block" : "mount";
+    if (s.ok() && !v->spec.access_type.empty() && t != v->spec.access_type) {
+      s = InvalidArgument("volume was created for " + v->spec.access_type + " access");
+    }
+    if (!s.ok()) {
+      resp->set_message(s.message());
+      return grpc::Status::OK;
+    }
+  }
+  auto* confirmed = resp->mutable_confirmed();
+  *confirmed->mutable_volume_capabilities() = req->volume_capabilities();
+  *confirmed->mutable_volume_context() = req->volume_context();
+  *confirmed->mutable_parameters() = req->parameters();
+  return grpc::Status::OK;
+}
+
+grpc::Status CsiController::ListVolumes(grpc::ServerContext*,
+                                        const csi::v1::ListVolumesRequest* req,
+                                        csi::v1::ListVolumesResponse* resp) {
+  if (req->max_entries() < 0) return Reply(InvalidArgument("max_entries must be >= 0"));
+  auto list = store_.List(kKindVolume);
+  if (!list.ok()) return Reply(list.status());
+  const auto& items = list->items;  // sorted by name
+  size_t start = 0;
+  if (!req->starting_token().empty()) {
+    auto it = std::upper_bound(items.begin(), items.end(), req->starting_token(),
+                               [](const std::string& tok, const store::Object& o) {
+                                 return tok < o.name;
+                               });
+    if (it == items.begin() && !items.empty() && items.front().name <= req->starting_token()) {
+      return Reply(Aborted("starting_token " + req->starting_token() + " is not valid"));
+    }
+    start = static_cast<size_t>(it - items.begin());
+  }
+  size_t limit = req->max_entries() > 0 ? static_cast<size_t>(req->max_entries()) : items.size();
+  size_t i = start;
+  for (; i < items.size() && resp->entries_size() < static_cast<int>(limit); ++i) {
+    auto v = Load(items[i]);
+    if (!v.ok()) continue;
+    auto* e = resp->add_entries();
+    FillVolume(*v, e->mutable_volume());
+    for (const auto& n : v->status.published_nodes) {
+      if (!n.revoking) e->mutable_status()->add_published_node_ids(n.node_id);
+    }
+    const Condition* c = FindCondition(v->status.conditions, kCondExportReconciled);
+    if (c != nullptr) {
+      e->mutable_status()->mutable_volume_condition()->set_abnormal(c->status != "True");
+      e->mutable_status()->mutable_volume_condition()->set_message(c->reason + ": " + c->message);
+    }
+  }
+  if (i < items.size()) resp->set_next_token(items[i - 1].name);
+  return grpc::Status::OK;
+}
+
+grpc::Status CsiController::ControllerGetVolume(grpc::ServerContext*,
+                                                const csi::v1::ControllerGetVolumeRequest* req,
+                                                csi::v1::ControllerGetVolumeResponse* resp) {
+  if (req->volume_id().empty()) return Reply(InvalidArgument("volume_id is required"));
+  auto obj = store_.Get(kKindVolume, req->volume_id());
+  if (!obj.ok()) {
+    return Reply(obj.status().code() == Code::kNotFound || obj.status().code() == Code::kInvalidArgument
+                     ? NotFound("volume " + req->volume_id() + " does not exist")
+                     : obj.status());
+  }
+  auto v = Load(*obj);
+  if (!v.ok()) return Reply(v.status());
+  FillVolume(*v, resp->mutable_volume());
+  for (const auto& n : v->status.published_nodes) {
+    if (!n.revoking) resp->mutable_status()->add_published_node_ids(n.node_id);
+  }
+  const Condition* c = FindCondition(v->status.conditions, kCondExportReconciled);
+  auto* vc = resp->mutable_status()->mutable_volume_condition();
+  vc->set_abnormal(c == nullptr || c->status != "True");
+  vc->set_message(c == nullptr ? "not reconciled yet" : c->reason + ": " + c->message);
+  return grpc::Status::OK;
+}
+
+grpc::Status CsiController::GetCapacity(grpc::ServerContext*,
+                                        const csi::v1::GetCapacityRequest* req,
+                                        csi::v1::GetCapacityResponse* resp) {
+  auto agent = req->parameters().find("agent");
+  auto pool = req->parameters().find("pool");
+  if (agent == req->parameters().end() || pool == req->parameters().end()) {
+    return Reply(InvalidArgument("parameters.agent and parameters.pool are required"));
+  }
+  auto client = ClientFor(agent->second);
+  if (!client.ok()) return Reply(client.status());
+  av1::GetCapacityRequest creq;
+  creq.set_pool(pool->second);
+  auto cap = (*client)->GetCapacity(creq);
+  if (!cap.ok()) return Reply(cap.status());
+  for (const auto& p : cap->pools()) {
+    if (p.name() == pool->second) {
+      resp->set_available_capacity(p.available_bytes());
+      resp->mutable_maximum_volume_size()->set_value(p.available_bytes());
+    }
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status CsiController::ControllerGetCapabilities(
+    grpc::ServerContext*, const csi::v1::ControllerGetCapabilitiesRequest*,
+    csi::v1::ControllerGetCapabilitiesResponse* resp) {
+  using T = csi::v1::ControllerServiceCapability::RPC;
+  for (auto t : {T::CREATE_DELETE_VOLUME, T::PUBLISH_UNPUBLISH_VOLUME, T::LIST_VOLUMES,
+                 T::GET_CAPACITY, T::PUBLISH_READONLY, T::EXPAND_VOLUME,
+                 T::LIST_VOLUMES_PUBLISHED_NODES, T::VOLUME_CONDITION, T::GET_VOLUME}) {
+    resp->add_capabilities()->mutable_rpc()->set_type(t);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status CsiController::ControllerExpandVolume(
+    grpc::ServerContext*, const csi::v1::ControllerExpandVolumeRequest* req,
+    csi::v1::ControllerExpandVolumeResponse* resp) {
+  return Reply(DoExpand(*req, resp));
+}
+
+Status CsiController::DoExpand(const csi::v1::ControllerExpandVolumeRequest& req,
+                               csi::v1::ControllerExpandVolumeResponse* resp) {
+  RETURN_IF_ERROR(RequireLeader());
+  if (req.volume_id().empty()) return InvalidArgument("volume_id is required");
+  if (!req.has_capacity_range()) return InvalidArgument("capacity_range is required");
+  ASSIGN_OR_RETURN(int64_t size, PickSize(req.capacity_range()));
+  auto lock = VolumeLock(req.volume_id());
+  std::lock_guard<std::mutex> guard(*lock);
+  auto obj = store_.Get(kKindVolume, req.volume_id());
+  if (!obj.ok()) {
+    return obj.status().code() == Code::kNotFound || obj.status().code() == Code::kInvalidArgument
+               ? NotFound("volume " + req.volume_id() + " does not exist")
+               : obj.status();
+  }
+  ASSIGN_OR_RETURN(VolumeState v, Load(*obj));
+  ASSIGN_OR_RETURN(auto client, ClientFor(v.spec.agent_ref));
+  int64_t have = std::max(v.status.capacity_bytes, v.spec.capacity_bytes);
+  int64_t actual = have;
+  if (size > have) {
+    av1::ExpandVolumeRequest ereq;
+    ereq.set_agent_volume_id(v.spec.agent_volume_id);
+    ereq.set_size_bytes(size);
+    ASSIGN_OR_RETURN(auto expanded, client->ExpandVolume(ereq));
+    actual = expanded.volume().size_bytes();
+    RETURN_IF_ERROR(MutateStatus(req.volume_id(), [&](VolumeStatus& s) {
+                      s.capacity_bytes = actual;
+                      return Status::Ok();
+                    }).status());
+  }
+  resp->set_capacity_bytes(actual);
+  resp->set_node_expansion_required(v.spec.access_type == "mount" && v.spec.protocol != "nfs");
+  return Status::Ok();
+}
+
+}  // namespace pillar::controller

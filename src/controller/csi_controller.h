@@ -1,0 +1,121 @@
+// CSI Identity + Controller: records intent in the store, drives the agents
+// for backend volumes, and confirms every ACL change through the reconciler.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "common/clock.h"
+#include "controller/agent_client.h"
+#include "controller/reconciler.h"
+#include "csi/v1/csi.grpc.pb.h"
+#include "store/store.h"
+
+namespace pillar::controller {
+
+constexpr const char* kDriverName = "pillar-csi.bhyoo.com";
+constexpr const char* kDriverVersion = "0.1.0";
+
+// Leader election hook: only the leader reconciles and serves mutations.
+class LeaderGate {
+ public:
+  virtual ~LeaderGate() = default;
+  virtual bool IsLeader() = 0;
+};
+
+class AlwaysLeader : public LeaderGate {
+ public:
+  bool IsLeader() override { return true; }
+};
+
+class CsiIdentity final : public csi::v1::Identity::Service {
+ public:
+  explicit CsiIdentity(LeaderGate& leader) : leader_(leader) {}
+  grpc::Status GetPluginInfo(grpc::ServerContext*, const csi::v1::GetPluginInfoRequest*,
+                             csi::v1::GetPluginInfoResponse* resp) override;
+  grpc::Status GetPluginCapabilities(grpc::ServerContext*,
+                                     const csi::v1::GetPluginCapabilitiesRequest*,
+                                     csi::v1::GetPluginCapabilitiesResponse* resp) override;
+  grpc::Status Probe(grpc::ServerContext*, const csi::v1::ProbeRequest*,
+                     csi::v1::ProbeResponse* resp) override;
+
+ private:
+  LeaderGate& leader_;
+};
+
+class CsiController final : public csi::v1::Controller::Service {
+ public:
+  CsiController(store::Store& store, AgentDirectory& agents, ExportReconciler& reconciler,
+                Clock& clock, LeaderGate& leader)
+      : store_(store), agents_(agents), reconciler_(reconciler), clock_(clock), leader_(leader) {}
+
+  grpc::Status CreateVolume(grpc::ServerContext*, const csi::v1::CreateVolumeRequest* req,
+                            csi::v1::CreateVolumeResponse* resp) override;
+  grpc::Status DeleteVolume(grpc::ServerContext*, const csi::v1::DeleteVolumeRequest* req,
+                            csi::v1::DeleteVolumeResponse* resp) override;
+  grpc::Status ControllerPublishVolume(grpc::ServerContext*,
+                                       const csi::v1::ControllerPublishVolumeRequest* req,
+                                       csi::v1::ControllerPublishVolumeResponse* resp) override;
+  grpc::Status ControllerUnpublishVolume(grpc::ServerContext*,
+                                         const csi::v1::ControllerUnpublishVolumeRequest* req,
+                                         csi::v1::ControllerUnpublishVolumeResponse* resp) override;
+  grpc::Status ValidateVolumeCapabilities(
+      grpc::ServerContext*, const csi::v1::ValidateVolumeCapabilitiesRequest* req,
+      csi::v1::ValidateVolumeCapabilitiesResponse* resp) override;
+  grpc::Status ListVolumes(grpc::ServerContext*, const csi::v1::ListVolumesRequest* req,
+                           csi::v1::ListVolumesResponse* resp) override;
+  grpc::Status GetCapacity(grpc::ServerContext*, const csi::v1::GetCapacityRequest* req,
+                           csi::v1::GetCapacityResponse* resp) override;
+  grpc::Status ControllerGetCapabilities(grpc::ServerContext*,
+                                         const csi::v1::ControllerGetCapabilitiesRequest*,
+                                         csi::v1::ControllerGetCapabilitiesResponse* resp) override;
+  grpc::Status ControllerExpandVolume(grpc::ServerContext*,
+                                      const csi::v1::ControllerExpandVolumeRequest* req,
+                                      csi::v1::ControllerExpandVolumeResponse* resp) override;
+  grpc::Status ControllerGetVolume(grpc::ServerContext*,
+                                   const csi::v1::ControllerGetVolumeRequest* req,
+                                   csi::v1::ControllerGetVolumeResponse* resp) override;
+
+ private:
+  Status DoCreate(const csi::v1::CreateVolumeRequest& req, csi::v1::Volume* out);
+  Status DoDelete(const std::string& volume_id);
+  Status DoPublish(const csi::v1::ControllerPublishVolumeRequest& req,
+                   csi::v1::ControllerPublishVolumeResponse* resp);
+  Status DoUnpublish(const std::string& volume_id, const std::string& node_id);
+  Status DoExpand(const csi::v1::ControllerExpandVolumeRequest& req,
+                  csi::v1::ControllerExpandVolumeResponse* resp);
+  // Applies `mutate` to the pvst status with CAS retries.
+  StatusOr<store::Object> MutateStatus(const std::string& volume_id,
+                                       const std::function<Status(VolumeStatus&)>& mutate);
+  StatusOr<std::shared_ptr<AgentClient>> ClientFor(const std::string& agent_ref,
+                                                   AgentRecord* record = nullptr);
+  std::shared_ptr<std::mutex> VolumeLock(const std::string& volume_id);
+  Status RequireLeader();
+
+  store::Store& store_;
+  AgentDirectory& agents_;
+  ExportReconciler& reconciler_;
+  Clock& clock_;
+  LeaderGate& leader_;
+  std::mutex locks_mu_;
+  std::map<std::string, std::shared_ptr<std::mutex>> locks_;
+};
+
+// Exposed for unit tests: the checks CreateVolume applies to its request.
+struct CreateParams {
+  std::string agent_ref;
+  std::string pool;
+  std::string protocol;
+  bool acl_enabled = true;
+  int64_t port = 0;
+  std::string bind_address;  // empty: the agent's address
+  std::string fs_type;
+  std::optional<int64_t> in_capsule_data_size;
+  std::map<std::string, std::string> backend_params;
+};
+StatusOr<CreateParams> ParseCreateParameters(const google::protobuf::Map<std::string, std::string>& p);
+Status ValidateCapability(const csi::v1::VolumeCapability& cap, const std::string& protocol,
+                          const std::string& field);
+
+}  // namespace pillar::controller

@@ -1,0 +1,125 @@
+#include "controller/desired.h"
+
+#include <algorithm>
+#include <set>
+
+namespace pillar::controller {
+
+namespace av1 = pillar::agent::v1;
+
+StatusOr<av1::Protocol> ProtocolFromString(const std::string& p) {
+  if (p == "nvmeof-tcp") return av1::PROTOCOL_NVMEOF_TCP;
+  if (p == "iscsi") return av1::PROTOCOL_ISCSI;
+  if (p == "nfs") return av1::PROTOCOL_NFS;
+  return InvalidArgument("protocol \"" + p + "\" is not one of nvmeof-tcp, iscsi, nfs");
+}
+
+int64_t DefaultPort(av1::Protocol p) {
+  switch (p) {
+    case av1::PROTOCOL_ISCSI: return 3260;
+    case av1::PROTOCOL_NFS: return 2049;
+    default: return 4420;
+  }
+}
+
+StatusOr<DesiredExport> ComputeDesired(const VolumeState& volume, const NodeLookup& nodes) {
+  if (!volume.status.export_spec) {
+    return FailedPrecondition("volume " + volume.meta.name +
+                              " has no status.exportSpec; refusing to guess one");
+  }
+  DesiredExport want;
+  ASSIGN_OR_RETURN(want.protocol, ProtocolFromString(volume.spec.protocol));
+  want.spec = *volume.status.export_spec;
+  if (want.spec.port == 0) want.spec.port = DefaultPort(want.protocol);
+  if (!want.spec.acl_enabled) return want;
+
+  std::set<std::string> hosts;
+  for (const auto& pub : volume.status.published_nodes) {
+    if (pub.revoking) continue;
+    const NodeRecord* node = nodes(pub.node_id);
+    if (node == nullptr) {
+      return FailedPrecondition("published node " + pub.node_id + " of volume " +
+                                volume.meta.name + " has no PillarNode record");
+    }
+    switch (want.protocol) {
+      case av1::PROTOCOL_NVMEOF_TCP:
+        if (node->host_nqn.empty()) {
+          return FailedPrecondition("published node " + pub.node_id + " has no registered host NQN");
+        }
+        hosts.insert(node->host_nqn);
+        break;
+      case av1::PROTOCOL_ISCSI:
+        if (node->initiator_iqn.empty()) {
+          return FailedPrecondition("published node " + pub.node_id +
+                                    " has no registered initiator IQN");
+        }
+        hosts.insert(node->initiator_iqn);
+        break;
+      default:
+        if (node->ip_addresses.empty()) {
+          return FailedPrecondition("published node " + pub.node_id +
+                                    " has no registered IP address");
+        }
+        hosts.insert(node->ip_addresses.begin(), node->ip_addresses.end());
+        break;
+    }
+  }
+  want.hosts.assign(hosts.begin(), hosts.end());
+  return want;
+}
+
+std::vector<std::string> Diff(const DesiredExport& want, const av1::Export* actual) {
+  std::vector<std::string> out;
+  if (actual == nullptr) {
+    out.push_back("export is missing on the agent");
+    return out;
+  }
+  const auto& spec = actual->spec();
+  if (spec.bind_address() != want.spec.bind_address) {
+    out.push_back("bindAddress is " + spec.bind_address() + ", want " + want.spec.bind_address);
+  }
+  if (spec.port() != want.spec.port) {
+    out.push_back("port is " + std::to_string(spec.port()) + ", want " +
+                  std::to_string(want.spec.port));
+  }
+  if (spec.acl_enabled() != want.spec.acl_enabled) {
+    out.push_back(std::string("aclEnabled is ") + (spec.acl_enabled() ? "true" : "false") +
+                  ", want " + (want.spec.acl_enabled ? "true" : "false"));
+  }
+  if (want.spec.in_capsule_data_size &&
+      spec.in_capsule_data_size() != *want.spec.in_capsule_data_size) {
+    out.push_back("inCapsuleDataSize is " + std::to_string(spec.in_capsule_data_size()) +
+                  ", want " + std::to_string(*want.spec.in_capsule_data_size));
+  }
+  if (!actual->enabled()) out.push_back("export is disabled");
+  if (want.spec.acl_enabled) {
+    std::set<std::string> have(actual->allowed_hosts().begin(), actual->allowed_hosts().end());
+    std::set<std::string> need(want.hosts.begin(), want.hosts.end());
+    for (const auto& h : need) {
+      if (have.count(h) == 0) out.push_back("missing ACL entry " + h);
+    }
+    for (const auto& h : have) {
+      if (need.count(h) == 0) out.push_back("unexpected ACL entry " + h);
+    }
+  }
+  return out;
+}
+
+av1::ApplyExportRequest MakeApplyRequest(const VolumeState& volume, const DesiredExport& want) {
+  av1::ApplyExportRequest req;
+  req.set_agent_volume_id(volume.spec.agent_volume_id);
+  req.set_protocol(want.protocol);
+  auto* spec = req.mutable_spec();
+  spec->set_bind_address(want.spec.bind_address);
+  spec->set_port(static_cast<int32_t>(want.spec.port));
+  spec->set_acl_enabled(want.spec.acl_enabled);
+  if (want.spec.in_capsule_data_size) {
+    spec->set_in_capsule_data_size(static_cast<int32_t>(*want.spec.in_capsule_data_size));
+  }
+  req.mutable_fence()->set_volume_uid(volume.meta.uid);
+  req.mutable_fence()->set_publication_generation(volume.status.publication_generation);
+  for (const auto& h : want.hosts) req.add_allowed_hosts(h);
+  return req;
+}
+
+}  // namespace pillar::controller

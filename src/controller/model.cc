@@ -1,0 +1,258 @@
+#include "controller/model.h"
+
+namespace pillar::controller {
+namespace {
+
+using nlohmann::json;
+
+// Small typed readers: a present field of the wrong type is an error naming
+// the field; an absent optional field yields the default.
+Status WantObject(const json& j, const std::string& field) {
+  if (!j.is_object()) return InvalidArgument(field + " must be an object");
+  return Status::Ok();
+}
+
+StatusOr<std::string> Str(const json& j, const char* key, const std::string& field,
+                          bool required = false) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) {
+    if (required) return InvalidArgument(field + "." + key + " is required");
+    return std::string();
+  }
+  if (!it->is_string()) return InvalidArgument(field + "." + key + " must be a string");
+  return it->get<std::string>();
+}
+
+StatusOr<int64_t> Int(const json& j, const char* key, const std::string& field,
+                      bool required = false) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) {
+    if (required) return InvalidArgument(field + "." + key + " is required");
+    return int64_t{0};
+  }
+  if (!it->is_number_integer()) return InvalidArgument(field + "." + key + " must be an integer");
+  return it->get<int64_t>();
+}
+
+StatusOr<bool> Bool(const json& j, const char* key, const std::string& field,
+                    bool required = false) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) {
+    if (required) return InvalidArgument(field + "." + key + " is required");
+    return false;
+  }
+  if (!it->is_boolean()) return InvalidArgument(field + "." + key + " must be a boolean");
+  return it->get<bool>();
+}
+
+}  // namespace
+
+bool SetCondition(std::vector<Condition>& conditions, Condition c, const std::string& now) {
+  for (auto& existing : conditions) {
+    if (existing.type != c.type) continue;
+    c.last_transition_time = existing.status == c.status ? existing.last_transition_time : now;
+    if (existing == c) return false;
+    existing = std::move(c);
+    return true;
+  }
+  c.last_transition_time = now;
+  conditions.push_back(std::move(c));
+  return true;
+}
+
+const Condition* FindCondition(const std::vector<Condition>& conditions, const std::string& type) {
+  for (const auto& c : conditions) {
+    if (c.type == type) return &c;
+  }
+  return nullptr;
+}
+
+json ToJson(const ExportSpec& s) {
+  json j = {{"bindAddress", s.bind_address}, {"port", s.port}, {"aclEnabled", s.acl_enabled}};
+  if (s.in_capsule_data_size) j["inCapsuleDataSize"] = *s.in_capsule_data_size;
+  return j;
+}
+
+StatusOr<ExportSpec> ExportSpecFromJson(const json& j) {
+  const std::string f = "status.exportSpec";
+  RETURN_IF_ERROR(WantObject(j, f));
+  ExportSpec s;
+  ASSIGN_OR_RETURN(s.bind_address, Str(j, "bindAddress", f, true));
+  if (s.bind_address.empty()) return InvalidArgument(f + ".bindAddress must be non-empty");
+  ASSIGN_OR_RETURN(s.port, Int(j, "port", f, true));
+  if (s.port < 0 || s.port > 65535) return InvalidArgument(f + ".port must be 0-65535");
+  ASSIGN_OR_RETURN(s.acl_enabled, Bool(j, "aclEnabled", f, true));
+  if (j.contains("inCapsuleDataSize") && !j["inCapsuleDataSize"].is_null()) {
+    ASSIGN_OR_RETURN(int64_t ics, Int(j, "inCapsuleDataSize", f));
+    if (ics < 0) return InvalidArgument(f + ".inCapsuleDataSize must be >= 0");
+    s.in_capsule_data_size = ics;
+  }
+  return s;
+}
+
+json ToJson(const VolumeSpec& s) {
+  return {{"volumeID", s.volume_id},         {"agentRef", s.agent_ref},
+          {"agentVolumeID", s.agent_volume_id}, {"protocol", s.protocol},
+          {"backend", s.backend},            {"capacityBytes", s.capacity_bytes},
+          {"accessType", s.access_type},     {"fsType", s.fs_type},
+          {"parameters", s.parameters}};
+}
+
+StatusOr<VolumeSpec> VolumeSpecFromJson(const json& j) {
+  const std::string f = "spec";
+  RETURN_IF_ERROR(WantObject(j, f));
+  VolumeSpec s;
+  ASSIGN_OR_RETURN(s.volume_id, Str(j, "volumeID", f, true));
+  ASSIGN_OR_RETURN(s.agent_ref, Str(j, "agentRef", f, true));
+  ASSIGN_OR_RETURN(s.agent_volume_id, Str(j, "agentVolumeID", f, true));
+  ASSIGN_OR_RETURN(s.protocol, Str(j, "protocol", f, true));
+  ASSIGN_OR_RETURN(s.backend, Str(j, "backend", f));
+  ASSIGN_OR_RETURN(s.capacity_bytes, Int(j, "capacityBytes", f));
+  ASSIGN_OR_RETURN(s.access_type, Str(j, "accessType", f));
+  ASSIGN_OR_RETURN(s.fs_type, Str(j, "fsType", f));
+  if (j.contains("parameters") && j["parameters"].is_object()) s.parameters = j["parameters"];
+  return s;
+}
+
+json ToJson(const std::vector<Condition>& conditions) {
+  json arr = json::array();
+  for (const auto& c : conditions) {
+    arr.push_back({{"type", c.type},
+                   {"status", c.status},
+                   {"reason", c.reason},
+                   {"message", c.message},
+                   {"lastTransitionTime", c.last_transition_time},
+                   {"observedGeneration", c.observed_generation}});
+  }
+  return arr;
+}
+
+StatusOr<std::vector<Condition>> ConditionsFromJson(const json& j) {
+  std::vector<Condition> out;
+  if (j.is_null()) return out;
+  if (!j.is_array()) return InvalidArgument("status.conditions must be an array");
+  for (size_t i = 0; i < j.size(); ++i) {
+    std::string f = "status.conditions[" + std::to_string(i) + "]";
+    RETURN_IF_ERROR(WantObject(j[i], f));
+    Condition c;
+    ASSIGN_OR_RETURN(c.type, Str(j[i], "type", f, true));
+    ASSIGN_OR_RETURN(c.status, Str(j[i], "status", f, true));
+    ASSIGN_OR_RETURN(c.reason, Str(j[i], "reason", f));
+    ASSIGN_OR_RETURN(c.message, Str(j[i], "message", f));
+    ASSIGN_OR_RETURN(c.last_transition_time, Str(j[i], "lastTransitionTime", f));
+    ASSIGN_OR_RETURN(c.observed_generation, Int(j[i], "observedGeneration", f));
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+json ToJson(const VolumeStatus& s) {
+  json j = json::object();
+  if (s.export_spec) j["exportSpec"] = ToJson(*s.export_spec);
+  if (s.export_info) {
+    j["exportInfo"] = {{"targetID", s.export_info->target_id},
+                       {"address", s.export_info->address},
+                       {"port", s.export_info->port},
+                       {"volumeRef", s.export_info->volume_ref}};
+  }
+  json nodes = json::array();
+  for (const auto& n : s.published_nodes) {
+    nodes.push_back({{"nodeID", n.node_id}, {"revoking", n.revoking}});
+  }
+  j["publishedNodes"] = nodes;
+  j["publicationGeneration"] = s.publication_generation;
+  j["deleting"] = s.deleting;
+  j["conditions"] = ToJson(s.conditions);
+  j["capacityBytes"] = s.capacity_bytes;
+  return j;
+}
+
+StatusOr<VolumeStatus> VolumeStatusFromJson(const json& j) {
+  VolumeStatus s;
+  if (j.is_null()) return s;
+  RETURN_IF_ERROR(WantObject(j, "status"));
+  if (j.contains("exportSpec") && !j["exportSpec"].is_null()) {
+    ASSIGN_OR_RETURN(s.export_spec, ExportSpecFromJson(j["exportSpec"]));
+  }
+  if (j.contains("exportInfo") && !j["exportInfo"].is_null()) {
+    const std::string f = "status.exportInfo";
+    RETURN_IF_ERROR(WantObject(j["exportInfo"], f));
+    ExportInfo e;
+    ASSIGN_OR_RETURN(e.target_id, Str(j["exportInfo"], "targetID", f));
+    ASSIGN_OR_RETURN(e.address, Str(j["exportInfo"], "address", f));
+    ASSIGN_OR_RETURN(e.port, Int(j["exportInfo"], "port", f));
+    ASSIGN_OR_RETURN(e.volume_ref, Str(j["exportInfo"], "volumeRef", f));
+    s.export_info = e;
+  }
+  if (j.contains("publishedNodes") && !j["publishedNodes"].is_null()) {
+    const json& arr = j["publishedNodes"];
+    if (!arr.is_array()) return InvalidArgument("status.publishedNodes must be an array");
+    for (size_t i = 0; i < arr.size(); ++i) {
+      std::string f = "status.publishedNodes[" + std::to_string(i) + "]";
+      RETURN_IF_ERROR(WantObject(arr[i], f));
+      PublishedNode n;
+      ASSIGN_OR_RETURN(n.node_id, Str(arr[i], "nodeID", f, true));
+      ASSIGN_OR_RETURN(n.revoking, Bool(arr[i], "revoking", f));
+      s.published_nodes.push_back(std::move(n));
+    }
+  }
+  ASSIGN_OR_RETURN(s.publication_generation, Int(j, "publicationGeneration", "status"));
+  ASSIGN_OR_RETURN(s.deleting, Bool(j, "deleting", "status"));
+  if (j.contains("conditions")) {
+    ASSIGN_OR_RETURN(s.conditions, ConditionsFromJson(j["conditions"]));
+  }
+  ASSIGN_OR_RETURN(s.capacity_bytes, Int(j, "capacityBytes", "status"));
+  return s;
+}
+
+json NodeSpecToJson(const NodeRecord& n) {
+  return {{"nodeID", n.node_id},
+          {"hostNQN", n.host_nqn},
+          {"initiatorIQN", n.initiator_iqn},
+          {"ipAddresses", n.ip_addresses},
+          {"lastSeen", n.last_seen}};
+}
+
+StatusOr<NodeRecord> NodeFromJson(const Meta& meta, const json& spec) {
+  RETURN_IF_ERROR(WantObject(spec, "spec"));
+  NodeRecord n;
+  n.meta = meta;
+  ASSIGN_OR_RETURN(n.node_id, Str(spec, "nodeID", "spec", true));
+  ASSIGN_OR_RETURN(n.host_nqn, Str(spec, "hostNQN", "spec"));
+  ASSIGN_OR_RETURN(n.initiator_iqn, Str(spec, "initiatorIQN", "spec"));
+  ASSIGN_OR_RETURN(n.last_seen, Str(spec, "lastSeen", "spec"));
+  if (spec.contains("ipAddresses") && !spec["ipAddresses"].is_null()) {
+    if (!spec["ipAddresses"].is_array()) return InvalidArgument("spec.ipAddresses must be an array");
+    for (const auto& ip : spec["ipAddresses"]) {
+      if (!ip.is_string()) return InvalidArgument("spec.ipAddresses entries must be strings");
+      n.ip_addresses.push_back(ip.get<std::string>());
+    }
+  }
+  return n;
+}
+
+json AgentSpecToJson(const AgentRecord& a) {
+  return {{"address", a.address}, {"port", a.port}, {"tlsServerName", a.tls_server_name}};
+}
+
+json AgentStatusToJson(const AgentRecord& a) {
+  return {{"conditions", ToJson(a.conditions)}, {"bootEpoch", a.boot_epoch}};
+}
+
+StatusOr<AgentRecord> AgentFromJson(const Meta& meta, const json& spec, const json& status) {
+  RETURN_IF_ERROR(WantObject(spec, "spec"));
+  AgentRecord a;
+  a.meta = meta;
+  ASSIGN_OR_RETURN(a.address, Str(spec, "address", "spec", true));
+  ASSIGN_OR_RETURN(a.port, Int(spec, "port", "spec", true));
+  ASSIGN_OR_RETURN(a.tls_server_name, Str(spec, "tlsServerName", "spec"));
+  if (status.is_object()) {
+    if (status.contains("conditions")) {
+      ASSIGN_OR_RETURN(a.conditions, ConditionsFromJson(status["conditions"]));
+    }
+    ASSIGN_OR_RETURN(a.boot_epoch, Str(status, "bootEpoch", "status"));
+  }
+  return a;
+}
+
+}  // namespace pillar::controller

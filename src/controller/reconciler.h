@@ -1,0 +1,129 @@
+// The export reconciler: level-triggered convergence of every volume's kernel
+// export to its recorded intent (DESIGN.md, "The export reconciler").
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/clock.h"
+#include "controller/agent_client.h"
+#include "controller/desired.h"
+#include "controller/model.h"
+#include "store/store.h"
+
+namespace pillar::controller {
+
+struct ReconcilerOptions {
+  std::chrono::milliseconds resync_interval{std::chrono::seconds(30)};
+  double resync_jitter = 0.2;  // each period is interval * [1 - j, 1 + j]
+  int workers = 4;
+  int max_inflight_per_agent = 4;
+  std::chrono::milliseconds backoff_base{500};
+  std::chrono::milliseconds backoff_max{std::chrono::seconds(30)};
+  std::chrono::milliseconds epoch_poll_interval{std::chrono::seconds(5)};
+};
+
+struct ReconcileOutcome {
+  Condition condition;  // the ExportReconciled condition written
+  std::vector<std::string> drift;    // what differed before the pass
+  std::vector<std::string> changes;  // what the agent changed
+  std::optional<pillar::agent::v1::Export> actual;
+};
+
+struct ResyncStats {
+  int agents = 0;
+  int agent_calls = 0;
+  int volumes = 0;
+  int drifted = 0;
+  int status_writes = 0;
+};
+
+class ExportReconciler {
+ public:
+  ExportReconciler(store::Store& store, AgentDirectory& agents, Clock& clock,
+                   ReconcilerOptions options = {});
+  ~ExportReconciler();
+
+  // Starts the watches, workers, the periodic resync and the epoch poller.
+  Status Start();
+  void Stop();
+
+  // Reconciles one volume now, on the caller's thread, and records the
+  // condition. Publish/unpublish use it to confirm an ACL change.
+  StatusOr<ReconcileOutcome> ReconcileNow(const std::string& volume);
+
+  // One pass over every agent: one ListExports per agent, a comparison per
+  // volume, an apply only where something drifted, a status write only where
+  // the condition changed.
+  ResyncStats ResyncAll();
+
+  // Checks every agent's boot epoch; an agent whose epoch changed (restart,
+  // reboot, module reload) is resynced at once.
+  void PollEpochs();
+
+  void EnqueueVolume(const std::string& volume);
+
+ private:
+  struct AgentView {
+    AgentRecord record;
+    std::shared_ptr<AgentClient> client;
+  };
+
+  StatusOr<ReconcileOutcome> Reconcile(const std::string& volume,
+                                       const std::optional<const pillar::agent::v1::Export*>& seen,
+                                       bool observed_batch);
+  StatusOr<AgentView> Agent(const std::string& agent_ref);
+  StatusOr<VolumeState> LoadVolume(const store::Object& obj);
+  // Writes the condition (and exportInfo when reconciled) unless unchanged.
+  StatusOr<bool> WriteOutcome(const store::Object& obj, const Condition& cond,
+                              const std::optional<ExportInfo>& info);
+  void ResyncAgent(const std::string& agent_ref, const std::vector<store::Object>& volumes,
+                   ResyncStats& stats);
+  void EnqueueKey(const std::string& key, std::chrono::milliseconds delay = {});
+  void ExpandNode(const std::string& node_id);
+  void ExpandAgent(const std::string& agent_ref);
+  void WorkerLoop();
+  void ResyncLoop();
+  void EpochLoop();
+  Status StartWatches();
+  void RecordFailure(const std::string& volume, bool failed);
+
+  // Per-agent bound on concurrent agent calls.
+  void AcquireAgent(const std::string& agent_ref);
+  void ReleaseAgent(const std::string& agent_ref);
+
+  store::Store& store_;
+  AgentDirectory& agents_;
+  Clock& clock_;
+  ReconcilerOptions options_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::deque<std::string> queue_;
+  std::set<std::string> queued_;
+  std::map<std::string, std::chrono::steady_clock::time_point> not_before_;
+  std::map<std::string, int> failures_;
+  std::map<std::string, int64_t> own_writes_;  // key -> resourceVersion we wrote
+  std::map<std::string, int> inflight_;
+  std::condition_variable inflight_cv_;
+
+  std::mutex volume_mu_;  // serializes reconciles of the same volume
+  std::map<std::string, std::shared_ptr<std::mutex>> volume_locks_;
+
+  std::vector<std::thread> threads_;
+  std::vector<std::unique_ptr<store::WatchHandle>> watches_;
+  std::atomic<bool> rewatch_{false};
+};
+
+}  // namespace pillar::controller

@@ -1,0 +1,124 @@
+#include "controller/registry_service.h"
+
+#include <algorithm>
+
+#include "common/grpc_status.h"
+#include "common/log.h"
+#include "common/validate.h"
+#include "controller/model.h"
+
+namespace pillar::controller {
+
+namespace rv1 = pillar::registry::v1;
+
+namespace {
+
+// lastSeen alone is refreshed at most this often, so steady reports do not
+// write the store every few seconds.
+constexpr auto kLastSeenRefresh = std::chrono::minutes(5);
+
+Status ValidateIdentity(const rv1::NodeIdentity& id) {
+  RETURN_IF_ERROR(validate::ObjectName("identity.node_id", id.node_id()));
+  if (!id.host_nqn().empty()) RETURN_IF_ERROR(validate::Nqn("identity.host_nqn", id.host_nqn()));
+  if (!id.initiator_iqn().empty()) {
+    RETURN_IF_ERROR(validate::Iqn("identity.initiator_iqn", id.initiator_iqn()));
+  }
+  for (int i = 0; i < id.ip_addresses_size(); ++i) {
+    RETURN_IF_ERROR(validate::IpAddress("identity.ip_addresses[" + std::to_string(i) + "]",
+                                        id.ip_addresses(i)));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<std::pair<bool, int64_t>> RegisterNodeIdentity(store::Store& store, Clock& clock,
+                                                        const rv1::NodeIdentity& id) {
+  RETURN_IF_ERROR(ValidateIdentity(id));
+  NodeRecord want;
+  want.node_id = id.node_id();
+  want.host_nqn = id.host_nqn();
+  want.initiator_iqn = id.initiator_iqn();
+  want.ip_addresses.assign(id.ip_addresses().begin(), id.ip_addresses().end());
+  std::sort(want.ip_addresses.begin(), want.ip_addresses.end());
+  want.ip_addresses.erase(std::unique(want.ip_addresses.begin(), want.ip_addresses.end()),
+                          want.ip_addresses.end());
+  auto now = clock.Now();
+  want.last_seen = FormatRfc3339(now);
+
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    auto existing = store.Get(kKindNode, id.node_id());
+    if (existing.status().code() == Code::kNotFound) {
+      store::Object obj;
+      obj.kind = kKindNode;
+      obj.name = id.node_id();
+      obj.spec = NodeSpecToJson(want);
+      auto created = store.Create(obj);
+      if (created.status().code() == Code::kAlreadyExists) continue;
+      if (!created.ok()) return created.status();
+      log::Info("node registered", {{"node", id.node_id()}, {"spec", obj.spec}});
+      return std::make_pair(true, created->resource_version);
+    }
+    if (!existing.ok()) return existing.status();
+    Meta meta{existing->name, existing->uid, existing->resource_version, existing->generation,
+              existing->creation_timestamp, existing->deletion_timestamp};
+    auto have = NodeFromJson(meta, existing->spec);
+    bool same_identity = have.ok() && have->host_nqn == want.host_nqn &&
+                         have->initiator_iqn == want.initiator_iqn &&
+                         have->ip_addresses == want.ip_addresses;
+    if (same_identity) {
+      bool fresh = false;
+      auto seen = existing->spec.value("lastSeen", "");
+      if (!seen.empty()) {
+        std::tm tm{};
+        if (strptime(seen.c_str(), "%Y-%m-%dT%H:%M:%SZ", &tm) != nullptr) {
+          auto t = std::chrono::system_clock::from_time_t(timegm(&tm));
+          fresh = now - t < kLastSeenRefresh;
+        }
+      }
+      if (fresh) return std::make_pair(false, existing->resource_version);
+    }
+    store::Object next = *existing;
+    next.spec = NodeSpecToJson(want);
+    auto updated = store.Update(next);
+    if (updated.status().code() == Code::kAborted) continue;
+    if (!updated.ok()) return updated.status();
+    if (!same_identity) {
+      log::Info("node identity changed", {{"node", id.node_id()},
+                                          {"was", existing->spec},
+                                          {"now", next.spec}});
+    }
+    return std::make_pair(!same_identity, updated->resource_version);
+  }
+  return Aborted("node " + id.node_id() + " is being registered concurrently; retry");
+}
+
+grpc::Status NodeRegistryService::RegisterNode(grpc::ServerContext*,
+                                               const rv1::RegisterNodeRequest* req,
+                                               rv1::RegisterNodeResponse* resp) {
+  auto r = RegisterNodeIdentity(store_, clock_, req->identity());
+  if (!r.ok()) return ToGrpc(r.status());
+  resp->set_changed(r->first);
+  resp->set_resource_version(r->second);
+  return grpc::Status::OK;
+}
+
+grpc::Status NodeRegistryService::GetNode(grpc::ServerContext*, const rv1::GetNodeRequest* req,
+                                          rv1::GetNodeResponse* resp) {
+  if (Status s = validate::ObjectName("node_id", req->node_id()); !s.ok()) return ToGrpc(s);
+  auto obj = store_.Get(kKindNode, req->node_id());
+  if (!obj.ok()) return ToGrpc(obj.status());
+  Meta meta{obj->name, obj->uid, obj->resource_version, obj->generation, obj->creation_timestamp,
+            obj->deletion_timestamp};
+  auto rec = NodeFromJson(meta, obj->spec);
+  if (!rec.ok()) return ToGrpc(rec.status());
+  auto* id = resp->mutable_identity();
+  id->set_node_id(rec->node_id);
+  id->set_host_nqn(rec->host_nqn);
+  id->set_initiator_iqn(rec->initiator_iqn);
+  for (const auto& ip : rec->ip_addresses) id->add_ip_addresses(ip);
+  resp->set_last_seen(rec->last_seen);
+  return grpc::Status::OK;
+}
+
+}  // namespace pillar::controller

@@ -1,0 +1,330 @@
+// pillarctl: an operator's view of the recorded intent and the guided repair
+// of what the controller refuses to guess. Works on the controller's store.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include "common/clock.h"
+#include "common/validate.h"
+#include "controller/agent_client.h"
+#include "controller/desired.h"
+#include "controller/model.h"
+#include "store/sqlite_store.h"
+
+namespace pillar::ctl {
+namespace {
+
+using namespace pillar::controller;  // NOLINT(google-build-using-namespace): CLI glue only
+namespace av1 = pillar::agent::v1;
+
+int Fail(const Status& s) {
+  std::cerr << "pillarctl: " << s.ToString() << "\n";
+  return s.code() == Code::kInvalidArgument ? 2 : 1;
+}
+
+Meta MetaOf(const store::Object& o) {
+  return {o.name, o.uid, o.resource_version, o.generation, o.creation_timestamp,
+          o.deletion_timestamp};
+}
+
+std::string Pad(std::string s, size_t n) {
+  if (s.size() < n) s.append(n - s.size(), ' ');
+  return s + " ";
+}
+
+std::string ConditionSummary(const nlohmann::json& status) {
+  auto conds = ConditionsFromJson(status.value("conditions", nlohmann::json::array()));
+  if (!conds.ok()) return "malformed";
+  const Condition* c = FindCondition(*conds, kCondExportReconciled);
+  if (c == nullptr) return "Unknown";
+  return c->status + "/" + c->reason;
+}
+
+int GetVolumes(store::Store& store, bool json_out) {
+  auto list = store.List(kKindVolume);
+  if (!list.ok()) return Fail(list.status());
+  if (json_out) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (const auto& o : list->items) arr.push_back(store::ToJson(o));
+    std::cout << arr.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << Pad("NAME", 40) << Pad("AGENT", 14) << Pad("PROTOCOL", 11) << Pad("PUBLISHED", 22)
+            << "EXPORT\n";
+  for (const auto& o : list->items) {
+    std::string published;
+    for (const auto& n : o.status.value("publishedNodes", nlohmann::json::array())) {
+      if (!published.empty()) published += ",";
+      published += n.value("nodeID", "?") + (n.value("revoking", false) ? "(revoking)" : "");
+    }
+    std::cout << Pad(o.name, 40) << Pad(o.spec.value("agentRef", ""), 14)
+              << Pad(o.spec.value("protocol", ""), 11)
+              << Pad(published.empty() ? "-" : published, 22) << ConditionSummary(o.status)
+              << "\n";
+  }
+  return 0;
+}
+
+int DescribeVolume(store::Store& store, const std::string& name, bool json_out) {
+  auto o = store.Get(kKindVolume, name);
+  if (!o.ok()) return Fail(o.status());
+  if (json_out) {
+    std::cout << store::ToJson(*o).dump(2) << "\n";
+    return 0;
+  }
+  std::cout << "Name:                  " << o->name << "\n"
+            << "UID:                   " << o->uid << "\n"
+            << "ResourceVersion:       " << o->resource_version << "\n"
+            << "Agent:                 " << o->spec.value("agentRef", "") << "\n"
+            << "AgentVolumeID:         " << o->spec.value("agentVolumeID", "") << "\n"
+            << "Protocol:              " << o->spec.value("protocol", "") << "\n"
+            << "ExportSpec:            "
+            << (o->status.contains("exportSpec") ? o->status["exportSpec"].dump() : "<absent>")
+            << "\n"
+            << "ExportInfo:            "
+            << (o->status.contains("exportInfo") ? o->status["exportInfo"].dump() : "<absent>")
+            << "\n"
+            << "PublishedNodes:        "
+            << o->status.value("publishedNodes", nlohmann::json::array()).dump() << "\n"
+            << "PublicationGeneration: " << o->status.value("publicationGeneration", 0) << "\n"
+            << "Conditions:\n";
+  auto conds = ConditionsFromJson(o->status.value("conditions", nlohmann::json::array()));
+  if (conds.ok()) {
+    for (const auto& c : *conds) {
+      std::cout << "  " << c.type << "=" << c.status << " reason=" << c.reason << " since "
+                << c.last_transition_time << "\n    " << c.message << "\n";
+    }
+  }
+  return 0;
+}
+
+int Drift(store::Store& store, AgentDirectory& agents, const std::string& only) {
+  auto list = store.List(kKindVolume);
+  if (!list.ok()) return Fail(list.status());
+  int drifted = 0;
+  for (const auto& o : list->items) {
+    if (!only.empty() && o.name != only) continue;
+    VolumeState v;
+    v.meta = MetaOf(o);
+    auto spec = VolumeSpecFromJson(o.spec);
+    auto status = VolumeStatusFromJson(o.status);
+    if (!spec.ok() || !status.ok()) {
+      std::cout << o.name << ": recorded state malformed: "
+                << (spec.ok() ? status.status() : spec.status()).message() << "\n";
+      ++drifted;
+      continue;
+    }
+    v.spec = *spec;
+    v.status = *status;
+    auto desired = ComputeDesired(v, [&](const std::string& id) -> const NodeRecord* {
+      static thread_local std::map<std::string, NodeRecord> cache;
+      auto n = store.Get(kKindNode, id);
+      if (!n.ok()) return nullptr;
+      auto rec = NodeFromJson(MetaOf(*n), n->spec);
+      if (!rec.ok()) return nullptr;
+      return &(cache[id] = *rec);
+    });
+    if (!desired.ok()) {
+      std::cout << o.name << ": cannot compute desired state: " << desired.status().message()
+                << "\n";
+      ++drifted;
+      continue;
+    }
+    auto agent_obj = store.Get(kKindAgent, v.spec.agent_ref);
+    if (!agent_obj.ok()) {
+      std::cout << o.name << ": agent " << v.spec.agent_ref << " not registered\n";
+      ++drifted;
+      continue;
+    }
+    auto rec = AgentFromJson(MetaOf(*agent_obj), agent_obj->spec, agent_obj->status);
+    if (!rec.ok()) return Fail(rec.status());
+    auto client = agents.Client(v.spec.agent_ref, {rec->address, rec->port, rec->tls_server_name});
+    if (!client.ok()) return Fail(client.status());
+    av1::GetExportRequest req;
+    req.set_agent_volume_id(v.spec.agent_volume_id);
+    req.set_protocol(desired->protocol);
+    auto got = (*client)->GetExport(req);
+    if (!got.ok() && got.status().code() != Code::kNotFound) {
+      std::cout << o.name << ": cannot observe: " << got.status().message() << "\n";
+      ++drifted;
+      continue;
+    }
+    auto diff = Diff(*desired, got.ok() ? &got->export_() : nullptr);
+    if (diff.empty()) {
+      std::cout << o.name << ": in sync (" << desired->hosts.size() << " ACL entries)\n";
+    } else {
+      ++drifted;
+      std::cout << o.name << ": DRIFT\n";
+      for (const auto& d : diff) std::cout << "  - " << d << "\n";
+    }
+  }
+  return drifted == 0 ? 0 : 3;
+}
+
+struct RepairArgs {
+  std::string volume;
+  std::string bind_address;
+  std::string port;
+  std::string acl_enabled;
+  std::string expect_uid;
+  int64_t expect_resource_version = 0;
+  std::string backup_dir;
+  int timeout_seconds = 60;
+};
+
+// The seed-001 procedure: one snapshot, verified; explicit values only; a
+// write of status.exportSpec alone, pinned to the snapshot's uid and
+// resourceVersion; then wait for Reconciled.
+int RepairExportSpec(store::Store& store, const RepairArgs& a) {
+  if (Status s = validate::IpAddress("--bind-address", a.bind_address); !s.ok()) return Fail(s);
+  if (a.port.empty() || a.port.size() > 5 ||
+      a.port.find_first_not_of("0123456789") != std::string::npos || std::stoll(a.port) > 65535) {
+    return Fail(InvalidArgument("--port \"" + a.port + "\" must be an integer 0-65535"));
+  }
+  if (a.acl_enabled != "true" && a.acl_enabled != "false") {
+    return Fail(InvalidArgument("--acl-enabled must be exactly true or false"));
+  }
+  auto snap = store.Get(kKindVolume, a.volume);
+  if (!snap.ok()) return Fail(snap.status());
+  const store::Object obj = *snap;
+  auto refuse = [&](const std::string& why) {
+    return Fail(FailedPrecondition("volume " + a.volume + ": " + why +
+                                   "; nothing was written. Leave the volume at "
+                                   "ExportSpecMissing until this is resolved"));
+  };
+  if (!a.expect_uid.empty() && obj.uid != a.expect_uid) {
+    return refuse("uid is " + obj.uid + ", not the expected " + a.expect_uid);
+  }
+  if (a.expect_resource_version > 0 && obj.resource_version != a.expect_resource_version) {
+    return refuse("resourceVersion is " + std::to_string(obj.resource_version) +
+                  ", not the expected " + std::to_string(a.expect_resource_version));
+  }
+  if (obj.spec.value("volumeID", "") != obj.name) {
+    return refuse("spec.volumeID \"" + obj.spec.value("volumeID", "") + "\" does not name it");
+  }
+  if (obj.status.contains("exportSpec") && !obj.status["exportSpec"].is_null()) {
+    return refuse("status.exportSpec is already recorded; this procedure only fills an absent one");
+  }
+  if (obj.deletion_timestamp || obj.status.value("deleting", false)) {
+    return refuse("it is being deleted");
+  }
+  if (ConditionSummary(obj.status) != std::string("False/") + kReasonExportSpecMissing) {
+    return refuse("ExportReconciled is " + ConditionSummary(obj.status) +
+                  ", not False/ExportSpecMissing: fix that fault instead");
+  }
+  std::string agent_ref = obj.spec.value("agentRef", "");
+  auto agent = store.Get(kKindAgent, agent_ref);
+  if (!agent.ok()) return refuse("its agent " + agent_ref + " is not registered");
+  auto rec = AgentFromJson(MetaOf(*agent), agent->spec, agent->status);
+  const Condition* connected = rec.ok() ? FindCondition(rec->conditions, kCondAgentConnected) : nullptr;
+  if (connected == nullptr || connected->status != "True") {
+    return refuse("agent " + agent_ref + " is not AgentConnected=True");
+  }
+
+  std::string dir = a.backup_dir.empty() ? "pvs-recovery-" + a.volume : a.backup_dir;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  std::ofstream backup(dir + "/pvst-backup.json");
+  backup << store::ToJson(obj).dump(2) << "\n";
+  if (!backup.good()) return Fail(Internal("cannot write backup to " + dir));
+  backup.close();
+
+  store::Object next = obj;  // uid and resourceVersion pin the write to the snapshot
+  next.status["exportSpec"] = {{"bindAddress", a.bind_address},
+                               {"port", std::stoll(a.port)},
+                               {"aclEnabled", a.acl_enabled == "true"}};
+  auto written = store.UpdateStatus(next);
+  if (!written.ok()) {
+    if (written.status().code() == Code::kAborted) {
+      return refuse("it changed after the snapshot (" + written.status().message() +
+                    "); read it again and restart the procedure");
+    }
+    return Fail(written.status());
+  }
+  std::cout << "recorded status.exportSpec " << next.status["exportSpec"].dump() << " on "
+            << a.volume << " (uid " << obj.uid << ", resourceVersion " << obj.resource_version
+            << " -> " << written->resource_version << "); backup in " << dir
+            << "/pvst-backup.json\n";
+
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(a.timeout_seconds);
+  std::string last;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto now = store.Get(kKindVolume, a.volume);
+    if (now.ok()) {
+      last = ConditionSummary(now->status);
+      if (last == std::string("True/") + kReasonReconciled) {
+        std::cout << "ExportReconciled=True reason=Reconciled\n";
+        return 0;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+  std::cerr << "pillarctl: not reconciled within " << a.timeout_seconds << " s (last: " << last
+            << "); the controller keeps retrying from the record; do not patch again\n";
+  return 4;
+}
+
+int Run(int argc, char** argv) {
+  CLI::App app{"pillarctl: inspect and repair pillar's recorded intent"};
+  app.require_subcommand(1);
+  std::string store_path = "/var/lib/pillar-csi/controller/store.db";
+  bool json_out = false;
+  AgentTlsConfig tls;
+  app.add_option("--store", store_path, "the controller's SQLite store");
+  app.add_flag("-j,--json", json_out, "JSON output");
+  app.add_option("--agent-tls-cert", tls.files.cert, "client certificate for agents (drift)");
+  app.add_option("--agent-tls-key", tls.files.key, "client key for agents (drift)");
+  app.add_option("--agent-tls-ca", tls.files.ca, "CA of the agents (drift)");
+  app.add_flag("--agent-insecure", tls.insecure, "talk to agents without TLS (demos)");
+
+  auto* get = app.add_subcommand("get", "list objects");
+  get->require_subcommand(1);
+  get->add_subcommand("volumes", "list PillarVolumeStates");
+  auto* describe = app.add_subcommand("describe", "show one object");
+  std::string describe_name;
+  auto* describe_volume = describe->add_subcommand("volume", "one PillarVolumeState");
+  describe_volume->add_option("NAME", describe_name)->required();
+  describe->require_subcommand(1);
+  auto* drift = app.add_subcommand("drift", "desired vs actual export per volume");
+  std::string drift_name;
+  drift->add_option("VOLUME", drift_name, "only this volume");
+  auto* repair = app.add_subcommand("repair", "guided repairs");
+  repair->require_subcommand(1);
+  auto* repair_spec = repair->add_subcommand(
+      "export-spec", "record a missing status.exportSpec (runbook: ExportSpecMissing)");
+  RepairArgs ra;
+  repair_spec->add_option("VOLUME", ra.volume)->required();
+  repair_spec->add_option("--bind-address", ra.bind_address, "decided bind address")->required();
+  repair_spec->add_option("--port", ra.port, "decided port")->required();
+  repair_spec->add_option("--acl-enabled", ra.acl_enabled, "true or false, decided")->required();
+  repair_spec->add_option("--expect-uid", ra.expect_uid, "refuse unless the uid is this");
+  repair_spec->add_option("--expect-resource-version", ra.expect_resource_version,
+                          "refuse unless the resourceVersion is this");
+  repair_spec->add_option("--backup-dir", ra.backup_dir, "where the snapshot is saved");
+  repair_spec->add_option("--timeout", ra.timeout_seconds, "seconds to wait for Reconciled");
+  CLI11_PARSE(app, argc, argv);
+
+  if (access(store_path.c_str(), R_OK) != 0) {
+    return Fail(NotFound("store " + store_path + " cannot be read"));
+  }
+  auto opened = store::SqliteStore::Open({store_path});
+  if (!opened.ok()) return Fail(opened.status());
+  store::Store& store = **opened;
+  if (get->got_subcommand("volumes")) return GetVolumes(store, json_out);
+  if (describe_volume->parsed()) return DescribeVolume(store, describe_name, json_out);
+  if (drift->parsed()) {
+    GrpcAgentDirectory agents(tls);
+    return Drift(store, agents, drift_name);
+  }
+  if (repair_spec->parsed()) return RepairExportSpec(store, ra);
+  return Fail(InvalidArgument("unknown command"));
+}
+
+}  // namespace
+}  // namespace pillar::ctl
+
+int main(int argc, char** argv) { return pillar::ctl::Run(argc, argv); }

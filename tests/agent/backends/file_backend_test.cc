@@ -1,0 +1,428 @@
+#include "agent/backends/file_backend.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "common/fake_exec.h"
+#include "common/temp_dir.h"
+
+namespace pillar::agent {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+constexpr int64_t kGiB = int64_t{1} << 30;
+constexpr int64_t kMiB = int64_t{1} << 20;
+
+// `losetup --list --json --output NAME,BACK-FILE --associated <img>` as
+// util-linux 2.38.1 prints it (captured on Debian 12), one or no device.
+std::string LoopJson(const std::string& device, const std::string& image) {
+  return "{\n   \"loopdevices\": [\n      {\n         \"name\": \"" + device +
+         "\",\n         \"back-file\": \"" + image + "\"\n      }\n   ]\n}\n";
+}
+constexpr char kNoLoops[] = "{\n   \"loopdevices\": [\n\n   ]\n}\n";
+
+class FileBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto opened = FileBackend::Open("images", tmp_.path(), exec_, fs_);
+    ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+    backend_ = std::move(opened).value();
+  }
+
+  std::string Image(const std::string& name) { return tmp_.Sub(name + ".img"); }
+  std::string ListCmd(const std::string& name) {
+    return "losetup --list --json --output NAME,BACK-FILE --associated " + Image(name);
+  }
+  void OnLoopList(std::string out) { exec_.OnOutput({"losetup", "--list"}, std::move(out)); }
+
+  testing::TempDir tmp_;
+  PosixFs fs_;
+  testing::FakeExec exec_;
+  std::unique_ptr<FileBackend> backend_;
+};
+
+TEST(FileBackendOpenTest, RefusesBadPoolNamesAndDirectories) {
+  testing::TempDir tmp;
+  PosixFs fs;
+  testing::FakeExec exec;
+  for (const char* bad : {"../x", "-rf", "a;b", "", "a//b"}) {
+    EXPECT_EQ(FileBackend::Open(bad, tmp.path(), exec, fs).status().code(), Code::kInvalidArgument)
+        << bad;
+  }
+  EXPECT_EQ(FileBackend::Open("p", "relative/dir", exec, fs).status().code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(FileBackend::Open("p", tmp.path() + "/../x", exec, fs).status().code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(FileBackend::Open("p", tmp.Sub("missing"), exec, fs).status().code(),
+            Code::kFailedPrecondition);
+  EXPECT_THAT(exec.calls(), IsEmpty());
+}
+
+TEST_F(FileBackendTest, RefusesBadVolumeNamesBeforeTouchingAnything) {
+  for (const char* bad : {"../x", "-rf", "a;b", "", "a/b", ".pillar"}) {
+    SCOPED_TRACE(bad);
+    EXPECT_EQ(backend_->Create(bad, kGiB, VolumeMode::kBlock, {}).status().code(),
+              Code::kInvalidArgument);
+    EXPECT_EQ(backend_->Expand(bad, kGiB).status().code(), Code::kInvalidArgument);
+    EXPECT_EQ(backend_->Delete(bad).code(), Code::kInvalidArgument);
+    EXPECT_EQ(backend_->Get(bad).status().code(), Code::kInvalidArgument);
+    EXPECT_EQ(backend_->Expose(bad, VolumeMode::kBlock).status().code(), Code::kInvalidArgument);
+    EXPECT_EQ(backend_->Unexpose(bad).code(), Code::kInvalidArgument);
+  }
+  EXPECT_THAT(exec_.calls(), IsEmpty());
+  EXPECT_THAT(*fs_.ListDir(tmp_.path()), IsEmpty());
+}
+
+TEST_F(FileBackendTest, RefusesNonPositiveSizesAndAnyParameter) {
+  EXPECT_EQ(backend_->Create("v", 0, VolumeMode::kBlock, {}).status().code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(backend_->Create("v", -1, VolumeMode::kFilesystem, {}).status().code(),
+            Code::kInvalidArgument);
+  auto r = backend_->Create("v", kGiB, VolumeMode::kBlock, {{"compression", "lz4"}});
+  EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr("compression"));
+  EXPECT_THAT(*fs_.ListDir(tmp_.path()), IsEmpty());
+}
+
+TEST_F(FileBackendTest, CreateBlockMakesASparseImageOfExactSize) {
+  auto vol = backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {});
+  ASSERT_TRUE(vol.ok()) << vol.status().ToString();
+  EXPECT_EQ(vol->name, "vol-1");
+  EXPECT_EQ(vol->size_bytes, kGiB);
+  EXPECT_EQ(vol->mode, VolumeMode::kBlock);
+  EXPECT_EQ(*fs_.FileSize(Image("vol-1")), kGiB);
+  struct stat st {};
+  ASSERT_EQ(stat(Image("vol-1").c_str(), &st), 0);
+  EXPECT_EQ(st.st_blocks, 0);
+  EXPECT_THAT(exec_.calls(), IsEmpty());  // attaching is Expose's job
+
+  // A loop device drops a partial last sector, so sizes round up to 512.
+  auto odd = backend_->Create("odd", 1000, VolumeMode::kBlock, {});
+  ASSERT_TRUE(odd.ok());
+  EXPECT_EQ(odd->size_bytes, 1024);
+  EXPECT_EQ(*fs_.FileSize(Image("odd")), 1024);
+}
+
+TEST_F(FileBackendTest, CreateIsIdempotentAndRefusesMismatches) {
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}).ok());
+  auto again = backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {});
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->size_bytes, kGiB);
+  auto smaller = backend_->Create("vol-1", kMiB, VolumeMode::kBlock, {});
+  ASSERT_TRUE(smaller.ok());
+  EXPECT_EQ(smaller->size_bytes, kGiB);
+
+  auto bigger = backend_->Create("vol-1", 2 * kGiB, VolumeMode::kBlock, {});
+  EXPECT_EQ(bigger.status().code(), Code::kAlreadyExists);
+  EXPECT_THAT(bigger.status().message(), HasSubstr("images/vol-1"));
+  auto other_mode = backend_->Create("vol-1", kGiB, VolumeMode::kFilesystem, {});
+  EXPECT_EQ(other_mode.status().code(), Code::kAlreadyExists);
+  EXPECT_THAT(other_mode.status().message(), HasSubstr("images/vol-1"));
+  EXPECT_EQ(*fs_.FileSize(Image("vol-1")), kGiB);  // untouched
+  EXPECT_FALSE(fs_.Exists(tmp_.Sub("vol-1")));
+
+  ASSERT_TRUE(backend_->Create("fs-1", kGiB, VolumeMode::kFilesystem, {}).ok());
+  EXPECT_EQ(backend_->Create("fs-1", kGiB, VolumeMode::kBlock, {}).status().code(),
+            Code::kAlreadyExists);
+  EXPECT_FALSE(fs_.Exists(Image("fs-1")));
+}
+
+TEST_F(FileBackendTest, CreateFilesystemMakesADirectoryAndRecordsItsSize) {
+  auto vol = backend_->Create("fs-1", 5 * kGiB, VolumeMode::kFilesystem, {});
+  ASSERT_TRUE(vol.ok()) << vol.status().ToString();
+  EXPECT_EQ(vol->mode, VolumeMode::kFilesystem);
+  EXPECT_EQ(vol->export_path, tmp_.Sub("fs-1"));
+  EXPECT_TRUE(fs_.IsDir(tmp_.Sub("fs-1")));
+  EXPECT_EQ(*fs_.ReadFile(tmp_.Sub(".pillar/fs-1.json")),
+            "{\"mode\":\"filesystem\",\"size_bytes\":5368709120}\n");
+  auto got = backend_->Get("fs-1");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->size_bytes, 5 * kGiB);
+  EXPECT_EQ(got->export_path, tmp_.Sub("fs-1"));
+}
+
+TEST_F(FileBackendTest, CreateFilesystemAdoptsOnlyAnEmptyDirectoryWithoutSidecar) {
+  ASSERT_TRUE(fs_.MakeDir(tmp_.Sub("empty")).ok());
+  EXPECT_EQ(backend_->Get("empty").status().code(), Code::kNotFound);  // not ours yet
+  EXPECT_TRUE(backend_->Create("empty", kGiB, VolumeMode::kFilesystem, {}).ok());
+
+  ASSERT_TRUE(fs_.MakeDir(tmp_.Sub("data")).ok());
+  ASSERT_TRUE(fs_.WriteFile(tmp_.Sub("data/precious"), "x").ok());
+  auto r = backend_->Create("data", kGiB, VolumeMode::kFilesystem, {});
+  EXPECT_EQ(r.status().code(), Code::kAlreadyExists);
+  EXPECT_THAT(r.status().message(), HasSubstr("not empty"));
+  EXPECT_FALSE(fs_.Exists(tmp_.Sub(".pillar/data.json")));
+
+  // The block image of volume "x" occupies the path of filesystem "x.img".
+  ASSERT_TRUE(backend_->Create("x", kMiB, VolumeMode::kBlock, {}).ok());
+  EXPECT_EQ(backend_->Create("x.img", kMiB, VolumeMode::kFilesystem, {}).status().code(),
+            Code::kAlreadyExists);
+}
+
+TEST_F(FileBackendTest, GetOfAMissingVolumeIsNotFound) {
+  auto r = backend_->Get("nope");
+  EXPECT_EQ(r.status().code(), Code::kNotFound);
+  EXPECT_THAT(r.status().message(), HasSubstr("images/nope"));
+}
+
+TEST_F(FileBackendTest, CorruptSidecarIsInternal) {
+  ASSERT_TRUE(backend_->Create("fs-1", kGiB, VolumeMode::kFilesystem, {}).ok());
+  ASSERT_TRUE(fs_.WriteFile(tmp_.Sub(".pillar/fs-1.json"), "{\"size_bytes\": \"big\"}").ok());
+  auto r = backend_->Get("fs-1");
+  EXPECT_EQ(r.status().code(), Code::kInternal);
+  EXPECT_THAT(r.status().message(), HasSubstr("fs-1.json"));
+  ASSERT_TRUE(fs_.WriteFile(tmp_.Sub(".pillar/fs-1.json"), "not json").ok());
+  EXPECT_EQ(backend_->Get("fs-1").status().code(), Code::kInternal);
+}
+
+TEST_F(FileBackendTest, ASymlinkedImageIsNeverTakenForAVolume) {
+  ASSERT_TRUE(fs_.WriteFile(tmp_.Sub("target"), "x").ok());
+  ASSERT_TRUE(fs_.Symlink(tmp_.Sub("target"), Image("evil")).ok());
+  EXPECT_EQ(backend_->Get("evil").status().code(), Code::kFailedPrecondition);
+  EXPECT_EQ(backend_->Expose("evil", VolumeMode::kBlock).status().code(),
+            Code::kFailedPrecondition);
+  EXPECT_THAT(exec_.calls(), IsEmpty());
+}
+
+TEST_F(FileBackendTest, ExpandGrowsTheImageAndTellsAnAttachedLoopDevice) {
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}).ok());
+  OnLoopList(LoopJson("/dev/loop7", Image("vol-1")));
+  exec_.OnOutput({"losetup", "--set-capacity"}, "");
+  auto vol = backend_->Expand("vol-1", 2 * kGiB);
+  ASSERT_TRUE(vol.ok()) << vol.status().ToString();
+  EXPECT_EQ(vol->size_bytes, 2 * kGiB);
+  EXPECT_EQ(*fs_.FileSize(Image("vol-1")), 2 * kGiB);
+  EXPECT_THAT(exec_.CallLines(),
+              ElementsAre(ListCmd("vol-1"), "losetup --set-capacity /dev/loop7"));
+}
+
+TEST_F(FileBackendTest, ExpandOfADetachedImageOnlyGrowsTheFile) {
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}).ok());
+  OnLoopList(kNoLoops);
+  ASSERT_TRUE(backend_->Expand("vol-1", 3 * kGiB).ok());
+  EXPECT_EQ(*fs_.FileSize(Image("vol-1")), 3 * kGiB);
+  EXPECT_THAT(exec_.CallLines(), ElementsAre(ListCmd("vol-1")));
+}
+
+TEST_F(FileBackendTest, ExpandNeverShrinksAndIsANoOpAtTheSameSize) {
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}).ok());
+  auto same = backend_->Expand("vol-1", kGiB);
+  ASSERT_TRUE(same.ok());
+  EXPECT_EQ(same->size_bytes, kGiB);
+  auto shrink = backend_->Expand("vol-1", kMiB);
+  EXPECT_EQ(shrink.status().code(), Code::kOutOfRange);
+  EXPECT_THAT(shrink.status().message(), HasSubstr("images/vol-1"));
+  EXPECT_EQ(*fs_.FileSize(Image("vol-1")), kGiB);
+  EXPECT_THAT(exec_.calls(), IsEmpty());
+  EXPECT_EQ(backend_->Expand("nope", kGiB).status().code(), Code::kNotFound);
+  EXPECT_EQ(backend_->Expand("vol-1", 0).status().code(), Code::kInvalidArgument);
+}
+
+TEST_F(FileBackendTest, ExpandFilesystemRewritesTheSidecar) {
+  ASSERT_TRUE(backend_->Create("fs-1", kGiB, VolumeMode::kFilesystem, {}).ok());
+  auto vol = backend_->Expand("fs-1", 2 * kGiB);
+  ASSERT_TRUE(vol.ok());
+  EXPECT_EQ(vol->size_bytes, 2 * kGiB);
+  EXPECT_EQ(backend_->Get("fs-1")->size_bytes, 2 * kGiB);
+  EXPECT_EQ(backend_->Expand("fs-1", kGiB).status().code(), Code::kOutOfRange);
+  EXPECT_THAT(exec_.calls(), IsEmpty());
+}
+
+TEST_F(FileBackendTest, DeleteDetachesThenRemovesTheImage) {
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}).ok());
+  OnLoopList(LoopJson("/dev/loop3", Image("vol-1")));
+  exec_.OnOutput({"losetup", "--detach"}, "");
+  ASSERT_TRUE(backend_->Delete("vol-1").ok());
+  EXPECT_FALSE(fs_.Exists(Image("vol-1")));
+  EXPECT_THAT(exec_.CallLines(), ElementsAre(ListCmd("vol-1"), "losetup --detach /dev/loop3"));
+
+  exec_.ClearCalls();
+  EXPECT_TRUE(backend_->Delete("vol-1").ok());  // missing is success
+  EXPECT_THAT(exec_.calls(), IsEmpty());
+}
+
+TEST_F(FileBackendTest, DeleteKeepsTheImageWhenDetachFails) {
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}).ok());
+  OnLoopList(LoopJson("/dev/loop3", Image("vol-1")));
+  exec_.OnOutput({"losetup", "--detach"}, "", 1,
+                 "losetup: /dev/loop3: detach failed: Permission denied\n");
+  Status s = backend_->Delete("vol-1");
+  EXPECT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("losetup --detach /dev/loop3"));
+  EXPECT_THAT(s.message(), HasSubstr("Permission denied"));
+  EXPECT_TRUE(fs_.Exists(Image("vol-1")));
+}
+
+TEST_F(FileBackendTest, DeleteFilesystemRemovesTheTreeAndSidecar) {
+  ASSERT_TRUE(backend_->Create("fs-1", kGiB, VolumeMode::kFilesystem, {}).ok());
+  ASSERT_TRUE(fs_.MakeDirs(tmp_.Sub("fs-1/a/b")).ok());
+  ASSERT_TRUE(fs_.WriteFile(tmp_.Sub("fs-1/a/b/file"), "data").ok());
+  ASSERT_TRUE(backend_->Delete("fs-1").ok());
+  EXPECT_FALSE(fs_.Exists(tmp_.Sub("fs-1")));
+  EXPECT_FALSE(fs_.Exists(tmp_.Sub(".pillar/fs-1.json")));
+  EXPECT_EQ(backend_->Get("fs-1").status().code(), Code::kNotFound);
+  EXPECT_THAT(exec_.calls(), IsEmpty());
+}
+
+TEST_F(FileBackendTest, ListShowsVolumesOnlyAndCapacityComesFromStatvfs) {
+  ASSERT_TRUE(backend_->Create("b-1", kMiB, VolumeMode::kBlock, {}).ok());
+  ASSERT_TRUE(backend_->Create("f-1", kGiB, VolumeMode::kFilesystem, {}).ok());
+  ASSERT_TRUE(fs_.MakeDir(tmp_.Sub("stray-dir")).ok());          // no sidecar
+  ASSERT_TRUE(fs_.WriteFile(tmp_.Sub("notes.txt"), "hi").ok());  // not an image
+  ASSERT_TRUE(fs_.WriteFile(tmp_.Sub("-bad.img"), "").ok());     // not a volume name
+  auto list = backend_->List();
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  ASSERT_EQ(list->size(), 2u);
+  EXPECT_EQ((*list)[0].name, "b-1");
+  EXPECT_EQ((*list)[0].mode, VolumeMode::kBlock);
+  EXPECT_EQ((*list)[0].size_bytes, kMiB);
+  EXPECT_EQ((*list)[1].name, "f-1");
+  EXPECT_EQ((*list)[1].mode, VolumeMode::kFilesystem);
+  EXPECT_EQ((*list)[1].size_bytes, kGiB);
+
+  auto cap = backend_->Capacity();
+  ASSERT_TRUE(cap.ok());
+  auto want = fs_.StatVfs(tmp_.path());
+  EXPECT_EQ(cap->total_bytes, want->total_bytes);
+  EXPECT_GT(cap->total_bytes, 0);
+  EXPECT_LE(cap->available_bytes, cap->total_bytes);
+}
+
+TEST_F(FileBackendTest, ExposeAttachesADetachedImage) {
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}).ok());
+  OnLoopList(kNoLoops);
+  exec_.OnOutput({"losetup", "--find"}, "/dev/loop4\n");
+  auto dev = backend_->Expose("vol-1", VolumeMode::kBlock);
+  ASSERT_TRUE(dev.ok()) << dev.status().ToString();
+  EXPECT_EQ(*dev, "/dev/loop4");
+  EXPECT_THAT(
+      exec_.CallLines(),
+      ElementsAre(ListCmd("vol-1"), "losetup --find --show --direct-io=on -- " + Image("vol-1")));
+}
+
+TEST_F(FileBackendTest, ExposeReusesAnExistingAttachment) {
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}).ok());
+  OnLoopList(LoopJson("/dev/loop0", Image("vol-1")));
+  EXPECT_EQ(*backend_->Expose("vol-1", VolumeMode::kBlock), "/dev/loop0");
+  EXPECT_THAT(exec_.CallLines(), ElementsAre(ListCmd("vol-1")));
+}
+
+TEST_F(FileBackendTest, ExposeAcceptsTheSilentOutputOfOlderLosetup) {
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}).ok());
+  OnLoopList("");
+  exec_.OnOutput({"losetup", "--find"}, "/dev/loop1\n");
+  EXPECT_EQ(*backend_->Expose("vol-1", VolumeMode::kBlock), "/dev/loop1");
+}
+
+TEST_F(FileBackendTest, ExposeNeverCreatesAndChecksTheMode) {
+  auto missing = backend_->Expose("nope", VolumeMode::kBlock);
+  EXPECT_EQ(missing.status().code(), Code::kNotFound);
+  EXPECT_FALSE(fs_.Exists(Image("nope")));
+  ASSERT_TRUE(backend_->Create("fs-1", kGiB, VolumeMode::kFilesystem, {}).ok());
+  EXPECT_EQ(*backend_->Expose("fs-1", VolumeMode::kFilesystem), tmp_.Sub("fs-1"));
+  EXPECT_EQ(backend_->Expose("fs-1", VolumeMode::kBlock).status().code(),
+            Code::kFailedPrecondition);
+  EXPECT_THAT(exec_.calls(), IsEmpty());
+}
+
+TEST_F(FileBackendTest, ExposeReportsLosetupFailuresWithCommandAndStderr) {
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}).ok());
+  OnLoopList(kNoLoops);
+  exec_.OnOutput(
+      {"losetup", "--find"}, "", 1,
+      "losetup: " + Image("vol-1") + ": failed to set up loop device: No such file or directory\n");
+  auto r = backend_->Expose("vol-1", VolumeMode::kBlock);
+  EXPECT_EQ(r.status().code(), Code::kInternal);
+  EXPECT_THAT(r.status().message(), HasSubstr("losetup --find --show"));
+  EXPECT_THAT(r.status().message(), HasSubstr("failed to set up loop device"));
+}
+
+TEST_F(FileBackendTest, ExposeRefusesWhatIsNotALoopDevice) {
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}).ok());
+  OnLoopList(kNoLoops);
+  exec_.OnOutput({"losetup", "--find"}, "/dev/sda\n");
+  EXPECT_EQ(backend_->Expose("vol-1", VolumeMode::kBlock).status().code(), Code::kInternal);
+}
+
+TEST_F(FileBackendTest, MalformedLosetupJsonIsInternal) {
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}).ok());
+  for (const char* bad :
+       {"{\"loopdevices\": [", "{\"devices\": []}", "{\"loopdevices\": [{\"back-file\": \"/x\"}]}",
+        "{\"loopdevices\": [{\"name\": \"/dev/sda; rm\"}]}"}) {
+    SCOPED_TRACE(bad);
+    testing::FakeExec exec;
+    exec.OnOutput({"losetup", "--list"}, bad);
+    auto backend = FileBackend::Open("images", tmp_.path(), exec, fs_);
+    ASSERT_TRUE(backend.ok());
+    auto r = (*backend)->Expose("vol-1", VolumeMode::kBlock);
+    EXPECT_EQ(r.status().code(), Code::kInternal);
+    EXPECT_THAT(r.status().message(), HasSubstr("losetup --list"));
+    EXPECT_EQ(exec.calls().size(), 1u);  // never attached on a bad read
+  }
+}
+
+TEST_F(FileBackendTest, UnexposeDetachesEveryAttachment) {
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}).ok());
+  const std::string two =
+      "{\n   \"loopdevices\": [\n      {\n         \"name\": \"/dev/loop0\",\n         "
+      "\"back-file\": \"" +
+      Image("vol-1") +
+      "\"\n      },\n      {\n         \"name\": \"/dev/loop2\",\n         \"back-file\": \"" +
+      Image("vol-1") + "\"\n      }\n   ]\n}\n";
+  OnLoopList(two);
+  exec_.OnOutput({"losetup", "--detach"}, "");
+  ASSERT_TRUE(backend_->Unexpose("vol-1").ok());
+  EXPECT_THAT(exec_.CallLines(), ElementsAre(ListCmd("vol-1"), "losetup --detach /dev/loop0",
+                                             "losetup --detach /dev/loop2"));
+  EXPECT_TRUE(fs_.Exists(Image("vol-1")));
+
+  exec_.ClearCalls();
+  EXPECT_TRUE(backend_->Unexpose("nope").ok());
+  EXPECT_THAT(exec_.calls(), IsEmpty());
+}
+
+// The real losetup on a real image: runs wherever loop devices are allowed.
+TEST_F(FileBackendTest, RealLoopDeviceAttachReuseGrowDetach) {
+  if (geteuid() != 0 || access("/dev/loop-control", F_OK) != 0) {
+    GTEST_SKIP() << "needs root and /dev/loop-control";
+  }
+  SystemExec exec;
+  auto opened = FileBackend::Open("images", tmp_.path(), exec, fs_);
+  ASSERT_TRUE(opened.ok());
+  auto& backend = *opened;
+  ASSERT_TRUE(backend->Create("real", 64 * kMiB, VolumeMode::kBlock, {}).ok());
+  struct Detach {
+    FileBackend* b;
+    ~Detach() { (void)b->Unexpose("real"); }
+  } detach{backend.get()};
+
+  auto dev = backend->Expose("real", VolumeMode::kBlock);
+  ASSERT_TRUE(dev.ok()) << dev.status().ToString();
+  EXPECT_THAT(*dev, ::testing::StartsWith("/dev/loop"));
+  auto again = backend->Expose("real", VolumeMode::kBlock);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *dev);
+
+  ASSERT_TRUE(backend->Expand("real", 128 * kMiB).ok());
+  std::ifstream sectors("/sys/block/" + dev->substr(5) + "/size");
+  int64_t n = 0;
+  sectors >> n;
+  EXPECT_EQ(n * 512, 128 * kMiB);
+
+  ASSERT_TRUE(backend->Unexpose("real").ok());
+  auto after = exec.Run({{"losetup", "--list", "--noheadings", "--associated", Image("real")}});
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->out, "");
+  ASSERT_TRUE(backend->Delete("real").ok());
+  EXPECT_FALSE(fs_.Exists(Image("real")));
+}
+
+}  // namespace
+}  // namespace pillar::agent

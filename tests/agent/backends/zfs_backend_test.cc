@@ -1,0 +1,354 @@
+#include "agent/backends/zfs_backend.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "common/fake_exec.h"
+
+namespace pillar::agent {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+constexpr int64_t kGiB = int64_t{1} << 30;
+
+template <typename T>
+T Must(StatusOr<T> v) {
+  EXPECT_TRUE(v.ok()) << v.status().ToString();
+  return std::move(v).value();
+}
+
+// `zfs list -Hp -o name,type,volsize,refquota,volblocksize,mountpoint -r -d 1
+// -t volume,filesystem tank/pillar` in the format of OpenZFS 2.1: tab
+// separated, exact numbers, "-" where a property does not apply, refquota
+// 0 for none. The parent dataset itself comes first.
+constexpr char kList[] =
+    "tank/pillar\tfilesystem\t-\t0\t-\t/tank/pillar\n"
+    "tank/pillar/vol-1\tvolume\t10737418240\t-\t16384\t-\n"
+    "tank/pillar/fs-1\tfilesystem\t-\t5368709120\t-\t/tank/pillar/fs-1\n"
+    "tank/pillar/legacy\tfilesystem\t-\t1073741824\t-\tlegacy\n";
+constexpr char kListParentOnly[] = "tank/pillar\tfilesystem\t-\t0\t-\t/tank/pillar\n";
+constexpr char kListCmd[] =
+    "zfs list -Hp -o name,type,volsize,refquota,volblocksize,mountpoint -r -d 1 -t "
+    "volume,filesystem -- tank/pillar";
+
+// PosixFs, except that the zvol device nodes named in `present` exist.
+class ZvolFs : public PosixFs {
+ public:
+  bool Exists(const std::string& path) override {
+    return present.count(path) != 0 || PosixFs::Exists(path);
+  }
+  std::set<std::string> present;
+};
+
+class ZfsBackendTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<ZfsBackend> Backend() {
+    return Must(ZfsBackend::Open("tank/pillar", exec_, fs_));
+  }
+  // zfs list answers `before` until a command starting with `change` ran.
+  void OnListChangingAfter(std::vector<std::string> change, const std::string& before,
+                           const std::string& after) {
+    auto changed = std::make_shared<bool>(false);
+    exec_.On(std::move(change), [changed](const Command&) -> StatusOr<ExecResult> {
+      *changed = true;
+      return ExecResult{0, "", ""};
+    });
+    exec_.On({"zfs", "list"}, [changed, before, after](const Command&) -> StatusOr<ExecResult> {
+      return ExecResult{0, *changed ? after : before, ""};
+    });
+  }
+
+  testing::FakeExec exec_;
+  ZvolFs fs_;
+};
+
+TEST_F(ZfsBackendTest, OpenRefusesBadDatasetNames) {
+  for (const char* bad : {"../x", "-rf", "a;b", "", "tank//x", "/tank", "tank/", "tank@snap"}) {
+    EXPECT_EQ(ZfsBackend::Open(bad, exec_, fs_).status().code(), Code::kInvalidArgument) << bad;
+  }
+  EXPECT_THAT(exec_.calls(), IsEmpty());
+}
+
+TEST_F(ZfsBackendTest, RefusesBadVolumeNamesBeforeRunningAnything) {
+  auto b = Backend();
+  for (const char* bad : {"../x", "-rf", "a;b", "", "x/y", "vol@snap"}) {
+    SCOPED_TRACE(bad);
+    EXPECT_EQ(b->Create(bad, kGiB, VolumeMode::kBlock, {}).status().code(), Code::kInvalidArgument);
+    EXPECT_EQ(b->Expand(bad, kGiB).status().code(), Code::kInvalidArgument);
+    EXPECT_EQ(b->Delete(bad).code(), Code::kInvalidArgument);
+    EXPECT_EQ(b->Get(bad).status().code(), Code::kInvalidArgument);
+    EXPECT_EQ(b->Expose(bad, VolumeMode::kBlock).status().code(), Code::kInvalidArgument);
+    EXPECT_EQ(b->Unexpose(bad).code(), Code::kInvalidArgument);
+  }
+  EXPECT_EQ(b->Create("v", 0, VolumeMode::kBlock, {}).status().code(), Code::kInvalidArgument);
+  EXPECT_THAT(exec_.calls(), IsEmpty());
+}
+
+TEST_F(ZfsBackendTest, ParametersAreAllowlistedAndStrictlyFormed) {
+  auto b = Backend();
+  struct Case {
+    VolumeMode mode;
+    std::string key, value;
+  };
+  for (const Case& c : std::vector<Case>{
+           {VolumeMode::kBlock, "mountpoint", "/etc"},
+           {VolumeMode::kBlock, "volmode", "geom"},
+           {VolumeMode::kFilesystem, "sharenfs", "on"},
+           {VolumeMode::kBlock, "compression", "lz4;rm"},
+           {VolumeMode::kBlock, "compression", "-o"},
+           {VolumeMode::kBlock, "compression", "lz4 -o mountpoint=/"},
+           {VolumeMode::kBlock, "recordsize", "1M"},
+           {VolumeMode::kFilesystem, "volblocksize", "16K"},
+           {VolumeMode::kFilesystem, "thin", "true"},
+           {VolumeMode::kBlock, "thin", "yes"},
+           {VolumeMode::kBlock, "volblocksize", "3K"},
+           {VolumeMode::kBlock, "volblocksize", "1G"},
+       }) {
+    SCOPED_TRACE(c.key + "=" + c.value);
+    auto r = b->Create("v", kGiB, c.mode, {{c.key, c.value}});
+    EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+    EXPECT_THAT(r.status().message(), HasSubstr(c.key));
+  }
+  EXPECT_THAT(exec_.calls(), IsEmpty());
+}
+
+TEST_F(ZfsBackendTest, CreateZvol) {
+  OnListChangingAfter({"zfs", "create"}, kList,
+                      std::string(kList) + "tank/pillar/vol-2\tvolume\t1073741824\t-\t16384\t-\n");
+  auto vol = Backend()->Create("vol-2", kGiB, VolumeMode::kBlock, {});
+  ASSERT_TRUE(vol.ok()) << vol.status().ToString();
+  EXPECT_EQ(vol->size_bytes, kGiB);
+  EXPECT_EQ(vol->mode, VolumeMode::kBlock);
+  EXPECT_EQ(vol->device_path, "/dev/zvol/tank/pillar/vol-2");
+  EXPECT_THAT(exec_.CallLines(),
+              ElementsAre(kListCmd, "zfs create -V 1073741824 -o volmode=dev -- tank/pillar/vol-2",
+                          kListCmd));
+}
+
+TEST_F(ZfsBackendTest, CreateSparseZvolWithPropertiesRoundsToTheBlockSize) {
+  OnListChangingAfter({"zfs", "create"}, kList,
+                      std::string(kList) + "tank/pillar/vol-2\tvolume\t1073807360\t-\t65536\t-\n");
+  auto vol =
+      Backend()->Create("vol-2", kGiB + 1, VolumeMode::kBlock,
+                        {{"thin", "true"}, {"compression", "zstd-3"}, {"volblocksize", "64K"}});
+  ASSERT_TRUE(vol.ok()) << vol.status().ToString();
+  EXPECT_THAT(exec_.CallLines(),
+              ElementsAre(kListCmd,
+                          "zfs create -s -V 1073807360 -o volmode=dev -o compression=zstd-3 "
+                          "-o volblocksize=64K -- tank/pillar/vol-2",
+                          kListCmd));
+}
+
+TEST_F(ZfsBackendTest, CreateFilesystemWithRefquota) {
+  OnListChangingAfter(
+      {"zfs", "create"}, kList,
+      std::string(kList) + "tank/pillar/fs-2\tfilesystem\t-\t2147483648\t-\t/tank/pillar/fs-2\n");
+  auto vol = Backend()->Create("fs-2", 2 * kGiB, VolumeMode::kFilesystem,
+                               {{"recordsize", "1M"}, {"atime", "off"}});
+  ASSERT_TRUE(vol.ok()) << vol.status().ToString();
+  EXPECT_EQ(vol->mode, VolumeMode::kFilesystem);
+  EXPECT_EQ(vol->size_bytes, 2 * kGiB);
+  EXPECT_EQ(vol->export_path, "/tank/pillar/fs-2");
+  EXPECT_THAT(exec_.CallLines(),
+              ElementsAre(kListCmd,
+                          "zfs create -o refquota=2147483648 -o atime=off -o recordsize=1M -- "
+                          "tank/pillar/fs-2",
+                          kListCmd));
+}
+
+TEST_F(ZfsBackendTest, CreateIsIdempotentAndRefusesMismatches) {
+  exec_.OnOutput({"zfs", "list"}, kList);
+  auto b = Backend();
+  auto same = b->Create("vol-1", 10 * kGiB, VolumeMode::kBlock, {{"compression", "lz4"}});
+  ASSERT_TRUE(same.ok()) << same.status().ToString();
+  EXPECT_EQ(same->size_bytes, 10 * kGiB);
+  EXPECT_TRUE(b->Create("fs-1", kGiB, VolumeMode::kFilesystem, {}).ok());
+  auto bigger = b->Create("vol-1", 20 * kGiB, VolumeMode::kBlock, {});
+  EXPECT_EQ(bigger.status().code(), Code::kAlreadyExists);
+  EXPECT_THAT(bigger.status().message(), HasSubstr("tank/pillar/vol-1"));
+  auto mode = b->Create("fs-1", kGiB, VolumeMode::kBlock, {});
+  EXPECT_EQ(mode.status().code(), Code::kAlreadyExists);
+  EXPECT_THAT(mode.status().message(), HasSubstr("tank/pillar/fs-1"));
+  for (const auto& line : exec_.CallLines()) EXPECT_EQ(line, kListCmd);
+}
+
+TEST_F(ZfsBackendTest, CreateReportsZfsFailure) {
+  exec_.OnOutput({"zfs", "list"}, kListParentOnly);
+  exec_.OnOutput({"zfs", "create"}, "", 1, "cannot create 'tank/pillar/big': out of space\n");
+  auto r = Backend()->Create("big", 100 * kGiB, VolumeMode::kBlock, {});
+  EXPECT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("zfs create -V"));
+  EXPECT_THAT(r.status().message(), HasSubstr("out of space"));
+}
+
+TEST_F(ZfsBackendTest, ExpandZvolRoundsToVolblocksizeAndNeverShrinks) {
+  OnListChangingAfter({"zfs", "set"}, kList,
+                      "tank/pillar/vol-1\tvolume\t10737434624\t-\t16384\t-\n");
+  auto b = Backend();
+  auto same = b->Expand("vol-1", 10 * kGiB - 100);  // rounds to the current size
+  ASSERT_TRUE(same.ok()) << same.status().ToString();
+  EXPECT_EQ(same->size_bytes, 10 * kGiB);
+  auto shrink = b->Expand("vol-1", 5 * kGiB);
+  EXPECT_EQ(shrink.status().code(), Code::kOutOfRange);
+  EXPECT_THAT(shrink.status().message(), HasSubstr("tank/pillar/vol-1"));
+  EXPECT_THAT(exec_.CallLines(), ElementsAre(kListCmd, kListCmd));
+
+  exec_.ClearCalls();
+  auto grown = b->Expand("vol-1", 10 * kGiB + 1);
+  ASSERT_TRUE(grown.ok()) << grown.status().ToString();
+  EXPECT_EQ(grown->size_bytes, 10 * kGiB + 16384);
+  EXPECT_THAT(exec_.CallLines(),
+              ElementsAre(kListCmd, "zfs set volsize=10737434624 tank/pillar/vol-1", kListCmd));
+}
+
+TEST_F(ZfsBackendTest, ExpandFilesystemRaisesRefquota) {
+  OnListChangingAfter({"zfs", "set"}, kList,
+                      "tank/pillar/fs-1\tfilesystem\t-\t10737418240\t-\t/tank/pillar/fs-1\n");
+  auto grown = Backend()->Expand("fs-1", 10 * kGiB);
+  ASSERT_TRUE(grown.ok()) << grown.status().ToString();
+  EXPECT_EQ(grown->size_bytes, 10 * kGiB);
+  EXPECT_THAT(exec_.CallLines(),
+              ElementsAre(kListCmd, "zfs set refquota=10737418240 tank/pillar/fs-1", kListCmd));
+  EXPECT_EQ(Backend()->Expand("nope", kGiB).status().code(), Code::kNotFound);
+}
+
+TEST_F(ZfsBackendTest, DeleteDestroysWithoutRecursionOrForce) {
+  exec_.OnOutput({"zfs", "list"}, kList);
+  exec_.OnOutput({"zfs", "destroy"}, "");
+  ASSERT_TRUE(Backend()->Delete("vol-1").ok());
+  EXPECT_THAT(exec_.CallLines(), ElementsAre(kListCmd, "zfs destroy -- tank/pillar/vol-1"));
+  exec_.ClearCalls();
+  EXPECT_TRUE(Backend()->Delete("nope").ok());  // missing is success
+  EXPECT_THAT(exec_.CallLines(), ElementsAre(kListCmd));
+}
+
+TEST_F(ZfsBackendTest, DeleteOfAVolumeWithSnapshotsOrUsersIsFailedPrecondition) {
+  exec_.OnOutput({"zfs", "list"}, kList);
+  exec_.OnOutput({"zfs", "destroy"}, "", 1,
+                 "cannot destroy 'tank/pillar/vol-1': volume has children\n"
+                 "use '-r' to destroy the following datasets:\n"
+                 "tank/pillar/vol-1@daily\n");
+  Status s = Backend()->Delete("vol-1");
+  EXPECT_EQ(s.code(), Code::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("has children"));
+  EXPECT_THAT(s.message(), HasSubstr("tank/pillar/vol-1@daily"));
+
+  exec_.OnOutput({"zfs", "destroy"}, "", 1,
+                 "cannot destroy 'tank/pillar/vol-1': dataset is busy\n");
+  EXPECT_EQ(Backend()->Delete("vol-1").code(), Code::kFailedPrecondition);
+
+  exec_.OnOutput({"zfs", "destroy"}, "", 1, "cannot destroy 'tank/pillar/vol-1': I/O error\n");
+  Status io = Backend()->Delete("vol-1");
+  EXPECT_EQ(io.code(), Code::kInternal);
+  EXPECT_THAT(io.message(), HasSubstr("zfs destroy -- tank/pillar/vol-1"));
+  EXPECT_THAT(io.message(), HasSubstr("I/O error"));
+
+  // Destroyed by someone else between the list and the destroy.
+  exec_.OnOutput({"zfs", "destroy"}, "", 1,
+                 "cannot open 'tank/pillar/vol-1': dataset does not exist\n");
+  EXPECT_TRUE(Backend()->Delete("vol-1").ok());
+}
+
+TEST_F(ZfsBackendTest, GetAndList) {
+  exec_.OnOutput({"zfs", "list"}, kList);
+  auto vol = Backend()->Get("vol-1");
+  ASSERT_TRUE(vol.ok());
+  EXPECT_EQ(vol->size_bytes, 10 * kGiB);
+  EXPECT_EQ(vol->device_path, "/dev/zvol/tank/pillar/vol-1");
+  EXPECT_EQ(vol->export_path, "");
+  auto fs = Backend()->Get("fs-1");
+  ASSERT_TRUE(fs.ok());
+  EXPECT_EQ(fs->mode, VolumeMode::kFilesystem);
+  EXPECT_EQ(fs->size_bytes, 5 * kGiB);
+  EXPECT_EQ(fs->export_path, "/tank/pillar/fs-1");
+  EXPECT_EQ(Backend()->Get("legacy")->export_path, "");
+  auto missing = Backend()->Get("nope");
+  EXPECT_EQ(missing.status().code(), Code::kNotFound);
+  EXPECT_THAT(missing.status().message(), HasSubstr("tank/pillar/nope"));
+
+  auto list = Backend()->List();
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  std::vector<std::string> names;
+  for (const auto& v : *list) names.push_back(v.name);
+  EXPECT_THAT(names, ElementsAre("vol-1", "fs-1", "legacy"));  // not the parent
+}
+
+TEST_F(ZfsBackendTest, ListFailuresNameTheCommand) {
+  exec_.OnOutput({"zfs", "list"}, "", 1, "cannot open 'tank/pillar': dataset does not exist\n");
+  auto r = Backend()->List();
+  EXPECT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr(kListCmd));
+  EXPECT_THAT(r.status().message(), HasSubstr("dataset does not exist"));
+
+  for (const char* bad :
+       {"tank/pillar/vol-1\tvolume\t1024\n", "tank/pillar/vol-1\tvolume\t10G\t-\t16384\t-\n",
+        "tank/other/vol-1\tvolume\t1024\t-\t16384\t-\n",
+        "tank/pillar/snap\tsnapshot\t-\t-\t-\t-\n"}) {
+    SCOPED_TRACE(bad);
+    testing::FakeExec exec;
+    exec.OnOutput({"zfs", "list"}, bad);
+    auto b = Must(ZfsBackend::Open("tank/pillar", exec, fs_));
+    auto list = b->List();
+    EXPECT_EQ(list.status().code(), Code::kInternal);
+    EXPECT_THAT(list.status().message(), HasSubstr("zfs list"));
+    EXPECT_EQ(b->Delete("vol-1").code(), Code::kInternal);
+    for (const auto& line : exec.CallLines()) EXPECT_EQ(line, kListCmd);
+  }
+}
+
+TEST_F(ZfsBackendTest, Capacity) {
+  exec_.OnOutput({"zfs", "get"}, "used\t10737418240\navailable\t96636764160\n");
+  auto cap = Backend()->Capacity();
+  ASSERT_TRUE(cap.ok()) << cap.status().ToString();
+  EXPECT_EQ(cap->available_bytes, 96636764160);
+  EXPECT_EQ(cap->total_bytes, 96636764160 + 10737418240);
+  EXPECT_THAT(exec_.CallLines(),
+              ElementsAre("zfs get -Hp -o property,value available,used -- tank/pillar"));
+  exec_.OnOutput({"zfs", "get"}, "available\tlots\nused\t1\n");
+  EXPECT_EQ(Backend()->Capacity().status().code(), Code::kInternal);
+}
+
+TEST_F(ZfsBackendTest, ExposeZvolWaitsForItsDeviceNode) {
+  exec_.OnOutput({"zfs", "list"}, kList);
+  auto b = Backend();
+  auto early = b->Expose("vol-1", VolumeMode::kBlock);
+  EXPECT_EQ(early.status().code(), Code::kUnavailable);
+  EXPECT_THAT(early.status().message(), HasSubstr("/dev/zvol/tank/pillar/vol-1"));
+  fs_.present.insert("/dev/zvol/tank/pillar/vol-1");
+  EXPECT_EQ(*b->Expose("vol-1", VolumeMode::kBlock), "/dev/zvol/tank/pillar/vol-1");
+  EXPECT_EQ(b->Expose("vol-1", VolumeMode::kFilesystem).status().code(), Code::kFailedPrecondition);
+  EXPECT_EQ(b->Expose("nope", VolumeMode::kBlock).status().code(), Code::kNotFound);
+  for (const auto& line : exec_.CallLines()) EXPECT_EQ(line, kListCmd);
+}
+
+TEST_F(ZfsBackendTest, ExposeFilesystemMountsItIfNeeded) {
+  exec_.OnOutput({"zfs", "list"}, kList);
+  exec_.OnOutput({"zfs", "get"}, "yes\n");
+  EXPECT_EQ(*Backend()->Expose("fs-1", VolumeMode::kFilesystem), "/tank/pillar/fs-1");
+  EXPECT_THAT(exec_.CallLines(),
+              ElementsAre(kListCmd, "zfs get -Hp -o value mounted -- tank/pillar/fs-1"));
+
+  exec_.ClearCalls();
+  exec_.OnOutput({"zfs", "get"}, "no\n");
+  exec_.OnOutput({"zfs", "mount"}, "");
+  EXPECT_EQ(*Backend()->Expose("fs-1", VolumeMode::kFilesystem), "/tank/pillar/fs-1");
+  EXPECT_THAT(exec_.CallLines(),
+              ElementsAre(kListCmd, "zfs get -Hp -o value mounted -- tank/pillar/fs-1",
+                          "zfs mount -- tank/pillar/fs-1"));
+
+  exec_.ClearCalls();
+  auto legacy = Backend()->Expose("legacy", VolumeMode::kFilesystem);
+  EXPECT_EQ(legacy.status().code(), Code::kFailedPrecondition);
+  EXPECT_THAT(legacy.status().message(), HasSubstr("mountpoint"));
+  EXPECT_THAT(exec_.CallLines(), ElementsAre(kListCmd));
+  EXPECT_TRUE(Backend()->Unexpose("fs-1").ok());
+  EXPECT_EQ(exec_.calls().size(), 1u);
+}
+
+}  // namespace
+}  // namespace pillar::agent

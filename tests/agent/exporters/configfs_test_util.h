@@ -1,0 +1,105 @@
+// Test helpers for the configfs exporters: an Fs that counts and records the
+// mutating calls made through it, and a dump of a directory tree for exact
+// comparisons.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/fs.h"
+
+namespace pillar::testing {
+
+class RecordingFs : public Fs {
+ public:
+  explicit RecordingFs(Fs& inner) : inner_(inner) {}
+
+  // Every mutating call, as "op path[ = value]", in order.
+  const std::vector<std::string>& ops() const { return ops_; }
+  size_t mutations() const { return ops_.size(); }
+  void Clear() { ops_.clear(); }
+
+  StatusOr<std::string> ReadFile(const std::string& p) override { return inner_.ReadFile(p); }
+  Status WriteFile(const std::string& p, const std::string& c) override {
+    ops_.push_back("write " + p + " = " + c);
+    return inner_.WriteFile(p, c);
+  }
+  Status WriteFileAtomic(const std::string& p, const std::string& c) override {
+    ops_.push_back("write-atomic " + p + " = " + c);
+    return inner_.WriteFileAtomic(p, c);
+  }
+  Status MakeDir(const std::string& p) override {
+    ops_.push_back("mkdir " + p);
+    return inner_.MakeDir(p);
+  }
+  Status MakeDirs(const std::string& p) override {
+    ops_.push_back("mkdir -p " + p);
+    return inner_.MakeDirs(p);
+  }
+  Status RemoveDir(const std::string& p) override {
+    ops_.push_back("rmdir " + p);
+    return inner_.RemoveDir(p);
+  }
+  Status Unlink(const std::string& p) override {
+    ops_.push_back("unlink " + p);
+    return inner_.Unlink(p);
+  }
+  Status Symlink(const std::string& t, const std::string& l) override {
+    ops_.push_back("symlink " + l + " -> " + t);
+    return inner_.Symlink(t, l);
+  }
+  StatusOr<std::string> ReadLink(const std::string& p) override { return inner_.ReadLink(p); }
+  StatusOr<std::vector<DirEntry>> ListDir(const std::string& p) override {
+    return inner_.ListDir(p);
+  }
+  bool Exists(const std::string& p) override { return inner_.Exists(p); }
+  bool IsDir(const std::string& p) override { return inner_.IsDir(p); }
+  Status CreateSparseFile(const std::string& p, int64_t s) override {
+    ops_.push_back("create " + p);
+    return inner_.CreateSparseFile(p, s);
+  }
+  Status ResizeFile(const std::string& p, int64_t s) override {
+    ops_.push_back("truncate " + p);
+    return inner_.ResizeFile(p, s);
+  }
+  StatusOr<int64_t> FileSize(const std::string& p) override { return inner_.FileSize(p); }
+  StatusOr<FsCapacity> StatVfs(const std::string& p) override { return inner_.StatVfs(p); }
+  Status RemoveTree(const std::string& p) override {
+    ops_.push_back("rm -r " + p);
+    return inner_.RemoveTree(p);
+  }
+
+ private:
+  Fs& inner_;
+  std::vector<std::string> ops_;
+};
+
+// Every entry below `dir`, keyed by its path relative to `dir`: "<dir>" for a
+// directory, "-> target" for a link, and a file's content without the
+// trailing newline.
+inline std::map<std::string, std::string> DumpTree(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::map<std::string, std::string> out;
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) return out;
+  for (auto it = fs::recursive_directory_iterator(dir, ec);
+       it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    std::string rel = it->path().lexically_relative(dir).string();
+    if (it->is_symlink()) {
+      out[rel] = "-> " + fs::read_symlink(it->path()).string();
+    } else if (it->is_directory()) {
+      out[rel] = "<dir>";
+    } else {
+      PosixFs posix;
+      auto content = posix.ReadFile(it->path().string());
+      std::string v = content.ok() ? *content : "<unreadable>";
+      if (!v.empty() && v.back() == '\n') v.pop_back();
+      out[rel] = v;
+    }
+  }
+  return out;
+}
+
+}  // namespace pillar::testing

@@ -1,0 +1,636 @@
+#include "agent/exporters/nfs_exporter.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <utility>
+
+#include "common/fake_exec.h"
+#include "common/temp_dir.h"
+#include "common/validate.h"
+
+namespace pillar::agent {
+namespace {
+
+using pillar::testing::FakeExec;
+using pillar::testing::TempDir;
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+// Captured from nfs-utils 2.6.2 (Debian 12) `exportfs -v` after a series of
+// `exportfs -o` calls: paths longer than 14 characters put the client on the
+// next line after two tabs, shorter ones are padded to 14 columns and a tab;
+// the anonymous client prints as <world>; one path's clients are not
+// necessarily adjacent.
+constexpr const char* kCaptured =
+    "/tmp/nonexist \t10.1.1.1(sync,wdelay,hide,no_subtree_check,sec=sys,rw,root_squash,"
+    "no_all_squash)\n"
+    "/tmp/nx       \t10.1.1.1(sync,wdelay,hide,no_subtree_check,fsid=1,sec=sys,rw,root_squash,"
+    "no_all_squash)\n"
+    "/tmp/nfsx/sp ace\n"
+    "\t\t10.1.1.1(sync,wdelay,hide,no_subtree_check,fsid=2,sec=sys,rw,root_squash,"
+    "no_all_squash)\n"
+    "/tmp/nfsx/short\n"
+    "\t\t10.0.0.1(sync,wdelay,hide,no_subtree_check,fsid=12345,sec=sys,ro,root_squash,"
+    "no_all_squash)\n"
+    "/tmp/nfsx/short\n"
+    "\t\tfd00::2(sync,wdelay,hide,no_subtree_check,sec=sys,rw,root_squash,no_all_squash)\n"
+    "/tmp/nfsx/a-very-long-directory-name/vol1\n"
+    "\t\t10.0.0.0/24(sync,wdelay,hide,no_subtree_check,"
+    "fsid=8d9c1a6e-1b2f-4c1e-9b6e-2f6d7a8b9c0d,sec=sys,rw,no_root_squash,no_all_squash)\n"
+    "/tmp/nx       \t10.2.0.0/16(sync,wdelay,hide,no_subtree_check,fsid=4,sec=sys,rw,"
+    "root_squash,no_all_squash)\n"
+    "/tmp/nfsx/a-very-long-directory-name/vol1\n"
+    "\t\t<world>(sync,wdelay,hide,no_subtree_check,fsid=7,sec=sys,rw,no_root_squash,"
+    "no_all_squash)\n";
+
+std::vector<std::string> Opts(const std::string& csv) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (true) {
+    size_t c = csv.find(',', start);
+    out.push_back(csv.substr(start, c == std::string::npos ? c : c - start));
+    if (c == std::string::npos) return out;
+    start = c + 1;
+  }
+}
+
+TEST(ParseExportfsVerboseTest, CapturedOutput) {
+  auto got = ParseExportfsVerbose(kCaptured);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->size(), 8u);
+  EXPECT_EQ((*got)[0],
+            (ExportfsEntry{"/tmp/nonexist", "10.1.1.1",
+                           Opts("sync,wdelay,hide,no_subtree_check,sec=sys,rw,root_squash,"
+                                "no_all_squash")}));
+  EXPECT_EQ((*got)[1].path, "/tmp/nx");
+  EXPECT_EQ((*got)[2].path, "/tmp/nfsx/sp ace");
+  EXPECT_EQ((*got)[3].path, "/tmp/nfsx/short");
+  EXPECT_EQ((*got)[3].client, "10.0.0.1");
+  EXPECT_EQ((*got)[4].client, "fd00::2");
+  EXPECT_EQ((*got)[5].client, "10.0.0.0/24");
+  EXPECT_EQ((*got)[5].options[4], "fsid=8d9c1a6e-1b2f-4c1e-9b6e-2f6d7a8b9c0d");
+  EXPECT_EQ((*got)[6], (ExportfsEntry{"/tmp/nx", "10.2.0.0/16",
+                                      Opts("sync,wdelay,hide,no_subtree_check,fsid=4,sec=sys,rw,"
+                                           "root_squash,no_all_squash")}));
+  EXPECT_EQ((*got)[7].path, "/tmp/nfsx/a-very-long-directory-name/vol1");
+  EXPECT_EQ((*got)[7].client, "*");
+}
+
+TEST(ParseExportfsVerboseTest, EmptyTableAndExactlyFourteenColumns) {
+  auto empty = ParseExportfsVerbose("");
+  ASSERT_TRUE(empty.ok());
+  EXPECT_THAT(*empty, IsEmpty());
+  auto got = ParseExportfsVerbose("/srv/abcdefghi\t*(rw)\n/a\t10.0.0.1\n");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_THAT(*got, ElementsAre(ExportfsEntry{"/srv/abcdefghi", "*", {"rw"}},
+                                ExportfsEntry{"/a", "10.0.0.1", {}}));
+}
+
+TEST(ParseExportfsVerboseTest, MalformedOutputIsInternalNamingTheLine) {
+  for (const char* bad : {
+           "\t\t10.0.0.1(rw)\n",                      // client without a path
+           "/srv/a-long-path-here\n",                 // path without a client
+           "/srv/a-long-path-here\n/srv/b\t*(rw)\n",  // two paths in a row
+           "/srv/a-long-path-here\n\n\t\t*(rw)\n",    // blank line in between
+           "/srv/a\t10.0.0.1(rw\n",                   // unterminated options
+           "/srv/a\t(rw)\n",                          // no client
+           "/srv/a\t10.0.0.1(rw,,sync)\n",            // empty option
+           "/srv/a\t\n",                              // nothing after the tab
+           "/srv/a\tbad client(rw)\n",                // whitespace in a client
+           "Export list for x:\n",                    // not exportfs -v at all
+       }) {
+    auto got = ParseExportfsVerbose(bad);
+    ASSERT_FALSE(got.ok()) << bad;
+    EXPECT_EQ(got.status().code(), Code::kInternal) << bad;
+    EXPECT_NE(got.status().message().find("line "), std::string::npos) << got.status().message();
+  }
+}
+
+TEST(NfsFsidTest, StableUuidPerVolume) {
+  EXPECT_EQ(NfsFsid("tank/pvc-1"), "ca80c14c-32e7-8253-9950-efcecbfe6e5f");
+  EXPECT_EQ(NfsFsid("tank/pvc-1"), NfsFsid("tank/pvc-1"));
+  EXPECT_NE(NfsFsid("tank/pvc-1"), NfsFsid("tank/pvc-2"));
+  EXPECT_TRUE(validate::Uuid("fsid", NfsFsid("vg0/lv.a-b")).ok());
+  EXPECT_EQ(NfsExportOptions("tank/pvc-1"),
+            "rw,sync,no_subtree_check,no_root_squash,fsid=ca80c14c-32e7-8253-9950-efcecbfe6e5f");
+}
+
+TEST(ValidateExportPathTest, AcceptsPlainAbsoluteDirectoriesOnly) {
+  for (const char* ok : {"/tank/pvc-1", "/srv/nfs/Vol_1.a+b", "/a"}) {
+    EXPECT_TRUE(ValidateExportPath("p", ok).ok()) << ok;
+  }
+  for (std::string bad :
+       {std::string(""), std::string("/"), std::string("tank/pvc"), std::string("/tank/"),
+        std::string("/tank//pvc"), std::string("/tank/../etc"), std::string("/tank/./x"),
+        std::string("/tank/a b"), std::string("/tank/a\tb"), std::string("/tank/a\nb"),
+        std::string("/tank/\"a\""), std::string("/tank/a'b"), std::string("/tank/a\\040b"),
+        std::string("/tank/a#b"), std::string("/tank/a(rw)"), std::string("/tank/a:b"),
+        std::string("/tank/a\0b", 8), "/" + std::string(4095, 'a')}) {
+    Status s = ValidateExportPath("p", bad);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << bad;
+  }
+}
+
+// Counts the writes an Fs receives, so "writes nothing" can be asserted.
+class CountingFs : public PosixFs {
+ public:
+  Status WriteFile(const std::string& path, const std::string& content) override {
+    ++writes;
+    return PosixFs::WriteFile(path, content);
+  }
+  Status WriteFileAtomic(const std::string& path, const std::string& content) override {
+    ++writes;
+    return PosixFs::WriteFileAtomic(path, content);
+  }
+  Status MakeDirs(const std::string& path) override {
+    ++writes;
+    return PosixFs::MakeDirs(path);
+  }
+  Status Unlink(const std::string& path) override {
+    ++writes;
+    return PosixFs::Unlink(path);
+  }
+  int writes = 0;
+};
+
+// knfsd's export table as nfs-utils 2.6.2 keeps and prints it: `exportfs -o`
+// adds or replaces one client of a path, `-u` removes one (or fails like the
+// real tool), `-v` prints in the real layout.
+class SimExportfs {
+ public:
+  explicit SimExportfs(FakeExec& exec) {
+    exec.On({"exportfs", "-v"}, [this](const Command&) -> StatusOr<ExecResult> {
+      return ExecResult{0, Print(), ""};
+    });
+    exec.On({"exportfs", "-o"}, [this](const Command& c) -> StatusOr<ExecResult> {
+      auto [client, path] = Split(c.argv.at(3));
+      Set(path, client, Printed(c.argv.at(2)));
+      return ExecResult{0, "", ""};
+    });
+    exec.On({"exportfs", "-u"}, [this](const Command& c) -> StatusOr<ExecResult> {
+      auto [client, path] = Split(c.argv.at(2));
+      for (auto it = table_.begin(); it != table_.end(); ++it) {
+        if (it->path == path && it->client == client) {
+          table_.erase(it);
+          return ExecResult{0, "", ""};
+        }
+      }
+      return ExecResult{1, "", "exportfs: Could not find '" + c.argv.at(2) + "' to unexport.\n"};
+    });
+  }
+
+  // How nfs-utils prints the options pillar passes.
+  static std::string Printed(const std::string& given) {
+    std::string fsid = given.substr(given.find("fsid="));
+    if (given.rfind("rw,sync,no_subtree_check,no_root_squash,", 0) != 0) return given;
+    return "sync,wdelay,hide,no_subtree_check," + fsid + ",sec=sys,rw,no_root_squash,no_all_squash";
+  }
+
+  void Set(const std::string& path, const std::string& client, const std::string& opts) {
+    for (auto& e : table_) {
+      if (e.path == path && e.client == client) {
+        e.opts = opts;
+        return;
+      }
+    }
+    table_.push_back({path, client, opts});
+  }
+
+  std::string Print() const {
+    std::string out;
+    for (const auto& e : table_) {
+      std::string host = e.client == "*" ? "<world>" : e.client;
+      if (e.path.size() > 14) {
+        out += e.path + "\n\t\t" + host;
+      } else {
+        out += e.path + std::string(14 - e.path.size(), ' ') + "\t" + host;
+      }
+      out += "(" + e.opts + ")\n";
+    }
+    return out;
+  }
+
+  std::map<std::string, std::string> ClientsOf(const std::string& path) const {
+    std::map<std::string, std::string> out;
+    for (const auto& e : table_) {
+      if (e.path == path) out[e.client] = e.opts;
+    }
+    return out;
+  }
+
+ private:
+  struct Entry {
+    std::string path, client, opts;
+  };
+  static std::pair<std::string, std::string> Split(const std::string& arg) {
+    if (arg[0] == '[') {
+      size_t close = arg.find("]:");
+      return {arg.substr(1, close - 1), arg.substr(close + 2)};
+    }
+    size_t colon = arg.find(':');
+    return {arg.substr(0, colon), arg.substr(colon + 1)};
+  }
+  std::vector<Entry> table_;
+};
+
+constexpr const char* kVol = "tank/pvc-1";
+
+class NfsExporterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(fs_.MakeDirs(dir_.Sub("tank/pvc-1")).ok());
+    ASSERT_TRUE(fs_.MakeDirs(dir_.Sub("tank/pvc-2")).ok());
+    ASSERT_TRUE(fs_.MakeDirs(dir_.Sub("nfsd")).ok());
+    fs_.writes = 0;
+  }
+
+  std::string Path(const std::string& rel = "tank/pvc-1") const { return dir_.Sub(rel); }
+  std::string ExportsDir() const { return dir_.Sub("exports.d"); }
+  std::string File(const std::string& stem = "tank:2fpvc-1") const {
+    return ExportsDir() + "/pillar-" + stem + ".exports";
+  }
+  std::string Opts() const { return NfsExportOptions(kVol); }
+  std::string Printed() const { return PrintedOf(kVol); }
+  static std::string PrintedOf(const std::string& id) {
+    return SimExportfs::Printed(NfsExportOptions(id));
+  }
+
+  DesiredExport Want(std::set<std::string> hosts, bool acl = true) const {
+    DesiredExport w;
+    w.agent_volume_id = kVol;
+    w.target_id = Path();
+    w.backing = Path();
+    w.params.bind_address = "192.0.2.10";
+    w.params.port = 2049;
+    w.params.acl_enabled = acl;
+    w.allowed_hosts = std::move(hosts);
+    return w;
+  }
+
+  std::string Content(const std::string& clients_line) const {
+    std::string out =
+        "# Managed by pillar-csi; exportfs -r restores this export. Do not edit.\n"
+        "# pillar agent-volume-id=tank/pvc-1 path=" +
+        Path() + " bind-address=192.0.2.10 port=2049\n";
+    if (!clients_line.empty()) out += Path() + " " + clients_line + "\n";
+    return out;
+  }
+
+  TempDir dir_;
+  CountingFs fs_;
+  FakeExec exec_;
+  SimExportfs table_{exec_};
+  NfsExporter exporter_{exec_, fs_, ExportsDir(), dir_.Sub("nfsd")};
+};
+
+TEST_F(NfsExporterTest, ApplyCreatesFileThenExportsEachClient) {
+  std::vector<std::string> changes;
+  Status s = exporter_.Apply(Want({"10.0.0.2", "10.0.0.1"}), &changes);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_THAT(exec_.CallLines(),
+              ElementsAre("exportfs -v", "exportfs -o " + Opts() + " 10.0.0.1:" + Path(),
+                          "exportfs -o " + Opts() + " 10.0.0.2:" + Path()));
+  EXPECT_EQ(*fs_.ReadFile(File()), Content("10.0.0.1(" + Opts() + ") 10.0.0.2(" + Opts() + ")"));
+  EXPECT_THAT(changes, ElementsAre("nfs " + Path() + ": wrote " + File(),
+                                   "nfs " + Path() + ": exported to 10.0.0.1",
+                                   "nfs " + Path() + ": exported to 10.0.0.2"));
+}
+
+TEST_F(NfsExporterTest, ApplyWithoutDriftOnlyObservesAndWritesNothing) {
+  ASSERT_TRUE(exporter_.Apply(Want({"10.0.0.1", "10.0.0.2"}), nullptr).ok());
+  exec_.ClearCalls();
+  fs_.writes = 0;
+  std::vector<std::string> changes;
+  ASSERT_TRUE(exporter_.Apply(Want({"10.0.0.1", "10.0.0.2"}), &changes).ok());
+  EXPECT_THAT(exec_.CallLines(), ElementsAre("exportfs -v"));
+  EXPECT_EQ(fs_.writes, 0);
+  EXPECT_THAT(changes, IsEmpty());
+}
+
+TEST_F(NfsExporterTest, OneMissingClientIsOneExportAndOtherPathsAreUntouched) {
+  table_.Set("/srv/other", "10.0.0.3", "sync,wdelay,hide,no_subtree_check,sec=sys,ro");
+  table_.Set(Path(), "10.0.0.1", Printed());
+  table_.Set(Path("tank/pvc-2"), "10.0.0.2", PrintedOf("tank/pvc-2"));
+  ASSERT_TRUE(fs_.MakeDirs(ExportsDir()).ok());
+  ASSERT_TRUE(
+      fs_.WriteFileAtomic(File(), Content("10.0.0.1(" + Opts() + ") 10.0.0.2(" + Opts() + ")"))
+          .ok());
+  fs_.writes = 0;
+  std::vector<std::string> changes;
+  ASSERT_TRUE(exporter_.Apply(Want({"10.0.0.1", "10.0.0.2"}), &changes).ok());
+  EXPECT_THAT(exec_.CallLines(),
+              ElementsAre("exportfs -v", "exportfs -o " + Opts() + " 10.0.0.2:" + Path()));
+  EXPECT_EQ(fs_.writes, 0);
+  EXPECT_THAT(changes, ElementsAre("nfs " + Path() + ": exported to 10.0.0.2"));
+  EXPECT_EQ(table_.ClientsOf("/srv/other").size(), 1u);
+  EXPECT_EQ(table_.ClientsOf(Path("tank/pvc-2")).size(), 1u);
+}
+
+TEST_F(NfsExporterTest, AnExtraClientIsOneUnexportOfThisPathOnly) {
+  ASSERT_TRUE(exporter_.Apply(Want({"10.0.0.1"}), nullptr).ok());
+  table_.Set(Path(), "10.0.0.9", Printed());                            // added out of band
+  table_.Set(Path("tank/pvc-2"), "10.0.0.9", PrintedOf("tank/pvc-2"));  // another volume's client
+  exec_.ClearCalls();
+  std::vector<std::string> changes;
+  ASSERT_TRUE(exporter_.Apply(Want({"10.0.0.1"}), &changes).ok());
+  EXPECT_THAT(exec_.CallLines(), ElementsAre("exportfs -v", "exportfs -u 10.0.0.9:" + Path()));
+  EXPECT_THAT(changes, ElementsAre("nfs " + Path() + ": unexported from 10.0.0.9"));
+  EXPECT_EQ(table_.ClientsOf(Path("tank/pvc-2")).count("10.0.0.9"), 1u);
+}
+
+TEST_F(NfsExporterTest, RemovalsRunBeforeAdditions) {
+  ASSERT_TRUE(exporter_.Apply(Want({"10.0.0.1"}), nullptr).ok());
+  exec_.ClearCalls();
+  ASSERT_TRUE(exporter_.Apply(Want({"10.0.0.2"}), nullptr).ok());
+  EXPECT_THAT(exec_.CallLines(), ElementsAre("exportfs -v", "exportfs -u 10.0.0.1:" + Path(),
+                                             "exportfs -o " + Opts() + " 10.0.0.2:" + Path()));
+  EXPECT_EQ(*fs_.ReadFile(File()), Content("10.0.0.2(" + Opts() + ")"));
+}
+
+TEST_F(NfsExporterTest, DriftedOptionsAreReExported) {
+  ASSERT_TRUE(exporter_.Apply(Want({"10.0.0.1"}), nullptr).ok());
+  std::string ro = "sync,wdelay,hide,no_subtree_check,fsid=" + NfsFsid(kVol) +
+                   ",sec=sys,ro,root_squash,no_all_squash";
+  table_.Set(Path(), "10.0.0.1", ro);
+  auto before = exporter_.Get(kVol);
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  ASSERT_EQ((*before)->drift.size(), 1u);  // so the reconciler re-applies
+  EXPECT_NE((*before)->drift[0].find("client 10.0.0.1 has options " + ro), std::string::npos)
+      << (*before)->drift[0];
+  exec_.ClearCalls();
+  std::vector<std::string> changes;
+  ASSERT_TRUE(exporter_.Apply(Want({"10.0.0.1"}), &changes).ok());
+  EXPECT_THAT(exec_.CallLines(),
+              ElementsAre("exportfs -v", "exportfs -o " + Opts() + " 10.0.0.1:" + Path()));
+  EXPECT_THAT(changes,
+              ElementsAre("nfs " + Path() + ": re-exported to 10.0.0.1 (options were " + ro + ")"));
+  EXPECT_EQ(table_.ClientsOf(Path())["10.0.0.1"], Printed());
+}
+
+TEST_F(NfsExporterTest, AclOffExportsToTheWorldOnly) {
+  std::vector<std::string> changes;
+  ASSERT_TRUE(exporter_.Apply(Want({"10.0.0.1"}, /*acl=*/false), &changes).ok());
+  EXPECT_THAT(exec_.CallLines(),
+              ElementsAre("exportfs -v", "exportfs -o " + Opts() + " *:" + Path()));
+  EXPECT_EQ(*fs_.ReadFile(File()), Content("*(" + Opts() + ")"));
+  auto got = exporter_.Get(kVol);
+  ASSERT_TRUE(got.ok() && got->has_value());
+  EXPECT_FALSE((*got)->params.acl_enabled);
+  EXPECT_THAT((*got)->allowed_hosts, IsEmpty());
+  EXPECT_TRUE((*got)->enabled);
+  EXPECT_THAT((*got)->drift, IsEmpty());
+  // A host exported besides "*" is drift that Apply removes.
+  table_.Set(Path(), "10.0.0.7", Printed());
+  EXPECT_EQ((*exporter_.Get(kVol))->drift.size(), 1u);
+  exec_.ClearCalls();
+  ASSERT_TRUE(exporter_.Apply(Want({"10.0.0.1"}, /*acl=*/false), nullptr).ok());
+  EXPECT_THAT(exec_.CallLines(), ElementsAre("exportfs -v", "exportfs -u 10.0.0.7:" + Path()));
+  // Turning the ACL on narrows to the hosts: "*" goes before any host is added.
+  exec_.ClearCalls();
+  ASSERT_TRUE(exporter_.Apply(Want({"10.0.0.1"}), nullptr).ok());
+  EXPECT_THAT(exec_.CallLines(), ElementsAre("exportfs -v", "exportfs -u *:" + Path(),
+                                             "exportfs -o " + Opts() + " 10.0.0.1:" + Path()));
+}
+
+TEST_F(NfsExporterTest, EmptyAclAdmitsNobodyAndWritesNoExportLine) {
+  ASSERT_TRUE(exporter_.Apply(Want({"10.0.0.1"}), nullptr).ok());
+  exec_.ClearCalls();
+  ASSERT_TRUE(exporter_.Apply(Want({}), nullptr).ok());
+  EXPECT_THAT(exec_.CallLines(), ElementsAre("exportfs -v", "exportfs -u 10.0.0.1:" + Path()));
+  // A path with no client in an exports file would mean "everyone".
+  EXPECT_EQ(*fs_.ReadFile(File()), Content(""));
+  auto got = exporter_.Get(kVol);
+  ASSERT_TRUE(got.ok() && got->has_value()) << got.status().ToString();
+  EXPECT_TRUE((*got)->params.acl_enabled);
+  EXPECT_THAT((*got)->allowed_hosts, IsEmpty());
+  EXPECT_TRUE((*got)->enabled);
+}
+
+TEST_F(NfsExporterTest, Ipv6ClientsAreBracketedOnlyOnTheCommandLine) {
+  ASSERT_TRUE(exporter_.Apply(Want({"fd00::2", "fd00:1::/64"}), nullptr).ok());
+  EXPECT_THAT(exec_.CallLines(),
+              ElementsAre("exportfs -v", "exportfs -o " + Opts() + " [fd00:1::/64]:" + Path(),
+                          "exportfs -o " + Opts() + " [fd00::2]:" + Path()));
+  EXPECT_EQ(*fs_.ReadFile(File()), Content("fd00:1::/64(" + Opts() + ") fd00::2(" + Opts() + ")"));
+  exec_.ClearCalls();
+  ASSERT_TRUE(exporter_.Apply(Want({"fd00::2"}), nullptr).ok());
+  EXPECT_THAT(exec_.CallLines(), ElementsAre("exportfs -v", "exportfs -u [fd00:1::/64]:" + Path()));
+}
+
+TEST_F(NfsExporterTest, InvalidRequestsRunNothingAndWriteNothing) {
+  std::vector<DesiredExport> bad;
+  for (std::string host :
+       {"*", "10.0.0.1; rm -rf /", "host.example", "10.0.0.0/33", "", "10.0.0.1(rw)"}) {
+    bad.push_back(Want({"10.0.0.1", host}));
+  }
+  for (std::string path :
+       {"relative/dir", "/tank/a b", "/tank/a\nb", "/tank/\"a\"", "/tank/../x", "/tank/x/", "/"}) {
+    DesiredExport w = Want({"10.0.0.1"});
+    w.backing = w.target_id = path;
+    bad.push_back(w);
+  }
+  DesiredExport mismatch = Want({"10.0.0.1"});
+  mismatch.target_id = Path("tank/pvc-2");
+  bad.push_back(mismatch);
+  DesiredExport port = Want({"10.0.0.1"});
+  port.params.port = 2050;
+  bad.push_back(port);
+  DesiredExport bind = Want({"10.0.0.1"});
+  bind.params.bind_address = "0.0.0.0 port=1";
+  bad.push_back(bind);
+  DesiredExport capsule = Want({"10.0.0.1"});
+  capsule.params.in_capsule_data_size = 8192;
+  bad.push_back(capsule);
+  DesiredExport id = Want({"10.0.0.1"});
+  id.agent_volume_id = "../etc";
+  bad.push_back(id);
+  for (const auto& w : bad) {
+    std::vector<std::string> changes;
+    Status s = exporter_.Apply(w, &changes);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.ToString();
+    EXPECT_THAT(changes, IsEmpty());
+  }
+  EXPECT_THAT(exec_.CallLines(), IsEmpty());
+  EXPECT_EQ(fs_.writes, 0);
+  Status client = exporter_.Apply(Want({"10.0.0.1", "host.example"}), nullptr);
+  EXPECT_NE(client.message().find("host.example"), std::string::npos) << client.message();
+  DesiredExport p2050 = Want({"10.0.0.1"});
+  p2050.params.port = 2050;
+  EXPECT_NE(exporter_.Apply(p2050, nullptr).message().find("2050"), std::string::npos);
+}
+
+TEST_F(NfsExporterTest, MissingDirectoryIsFailedPreconditionBeforeAnyCommand) {
+  DesiredExport w = Want({"10.0.0.1"});
+  w.backing = w.target_id = Path("tank/gone");
+  Status s = exporter_.Apply(w, nullptr);
+  EXPECT_EQ(s.code(), Code::kFailedPrecondition) << s.ToString();
+  EXPECT_NE(s.message().find(Path("tank/gone")), std::string::npos);
+  EXPECT_THAT(exec_.CallLines(), IsEmpty());
+  EXPECT_EQ(fs_.writes, 0);
+}
+
+TEST_F(NfsExporterTest, PortZeroIsAcceptedAndBothAreReportedAsGiven) {
+  DesiredExport w = Want({"10.0.0.1"});
+  w.params.port = 0;
+  ASSERT_TRUE(exporter_.Apply(w, nullptr).ok());
+  auto got = exporter_.Get(kVol);
+  ASSERT_TRUE(got.ok() && got->has_value());
+  EXPECT_EQ((*got)->params, (ExportParams{"192.0.2.10", 0, true, 0}));
+  ASSERT_TRUE(exporter_.Apply(Want({"10.0.0.1"}), nullptr).ok());
+  EXPECT_EQ((*exporter_.Get(kVol))->params.port, 2049);
+}
+
+TEST_F(NfsExporterTest, GetReportsTheLiveExport) {
+  auto none = exporter_.Get(kVol);
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_FALSE(none->has_value());
+  ASSERT_TRUE(exporter_.Apply(Want({"10.0.0.1", "10.0.0.0/24"}), nullptr).ok());
+  auto got = exporter_.Get(kVol);
+  ASSERT_TRUE(got.ok() && got->has_value()) << got.status().ToString();
+  const ActualExport& a = **got;
+  EXPECT_EQ(a.agent_volume_id, kVol);
+  EXPECT_EQ(a.target_id, Path());
+  EXPECT_EQ(a.backing, Path());
+  EXPECT_EQ(a.params, (ExportParams{"192.0.2.10", 2049, true, 0}));
+  EXPECT_EQ(a.allowed_hosts, (std::set<std::string>{"10.0.0.0/24", "10.0.0.1"}));
+  EXPECT_TRUE(a.enabled);
+  EXPECT_THAT(a.drift, IsEmpty());
+}
+
+TEST_F(NfsExporterTest, LostFileIsFoundByFsidReportedDisabledAndRepaired) {
+  ASSERT_TRUE(exporter_.Apply(Want({"10.0.0.1"}), nullptr).ok());
+  ASSERT_TRUE(fs_.Unlink(File()).ok());
+  auto got = exporter_.Get(kVol);
+  ASSERT_TRUE(got.ok() && got->has_value()) << got.status().ToString();
+  EXPECT_EQ((*got)->target_id, Path());
+  EXPECT_EQ((*got)->allowed_hosts, (std::set<std::string>{"10.0.0.1"}));
+  EXPECT_TRUE((*got)->enabled);
+  ASSERT_EQ((*got)->drift.size(), 1u);
+  EXPECT_NE((*got)->drift[0].find(File() + " is missing"), std::string::npos) << (*got)->drift[0];
+  exec_.ClearCalls();
+  std::vector<std::string> changes;
+  ASSERT_TRUE(exporter_.Apply(Want({"10.0.0.1"}), &changes).ok());
+  EXPECT_THAT(exec_.CallLines(), ElementsAre("exportfs -v"));
+  EXPECT_THAT(changes, ElementsAre("nfs " + Path() + ": wrote " + File()));
+  EXPECT_THAT((*exporter_.Get(kVol))->drift, IsEmpty());
+}
+
+TEST_F(NfsExporterTest, MovedVolumeIsUnexportedFromItsOldDirectory) {
+  ASSERT_TRUE(exporter_.Apply(Want({"10.0.0.1"}), nullptr).ok());
+  DesiredExport moved = Want({"10.0.0.1"});
+  moved.backing = moved.target_id = Path("tank/pvc-2");
+  exec_.ClearCalls();
+  ASSERT_TRUE(exporter_.Apply(moved, nullptr).ok());
+  EXPECT_THAT(exec_.CallLines(),
+              ElementsAre("exportfs -v", "exportfs -u 10.0.0.1:" + Path(),
+                          "exportfs -o " + Opts() + " 10.0.0.1:" + Path("tank/pvc-2")));
+  EXPECT_THAT(table_.ClientsOf(Path()), IsEmpty());
+}
+
+TEST_F(NfsExporterTest, CorruptFileIsInternalNamingIt) {
+  ASSERT_TRUE(fs_.MakeDirs(ExportsDir()).ok());
+  ASSERT_TRUE(fs_.WriteFileAtomic(File(), Path() + " *(rw)\n").ok());
+  auto got = exporter_.Get(kVol);
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), Code::kInternal);
+  EXPECT_NE(got.status().message().find(File()), std::string::npos) << got.status().message();
+  ASSERT_TRUE(fs_.WriteFileAtomic(File(), "# pillar agent-volume-id=tank/other path=" + Path() +
+                                              " bind-address=192.0.2.10 port=2049\n")
+                  .ok());
+  EXPECT_EQ(exporter_.Get(kVol).status().code(), Code::kInternal);
+  EXPECT_EQ(exporter_.List().status().code(), Code::kInternal);
+}
+
+TEST_F(NfsExporterTest, ListReportsPillarFilesOnly) {
+  ASSERT_TRUE(exporter_.Apply(Want({"10.0.0.1"}), nullptr).ok());
+  DesiredExport second = Want({}, /*acl=*/false);
+  second.agent_volume_id = "tank/pvc-2";
+  second.backing = second.target_id = Path("tank/pvc-2");
+  ASSERT_TRUE(exporter_.Apply(second, nullptr).ok());
+  ASSERT_TRUE(fs_.WriteFileAtomic(ExportsDir() + "/site.exports", "/srv *(ro)\n").ok());
+  ASSERT_TRUE(fs_.WriteFileAtomic(ExportsDir() + "/pillar-Bad.exports", "junk\n").ok());
+  table_.Set("/srv", "*", "ro");
+  exec_.ClearCalls();
+  auto list = exporter_.List();
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  ASSERT_EQ(list->size(), 2u);
+  std::map<std::string, ActualExport> by_id;
+  for (auto& a : *list) by_id[a.agent_volume_id] = a;
+  EXPECT_EQ(by_id["tank/pvc-1"].allowed_hosts, (std::set<std::string>{"10.0.0.1"}));
+  EXPECT_FALSE(by_id["tank/pvc-2"].params.acl_enabled);
+  EXPECT_EQ(by_id["tank/pvc-2"].target_id, Path("tank/pvc-2"));
+  EXPECT_THAT(exec_.CallLines(), ElementsAre("exportfs -v"));  // one observation for all
+}
+
+TEST_F(NfsExporterTest, ListWithoutDirectoryIsEmpty) {
+  auto list = exporter_.List();
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  EXPECT_THAT(*list, IsEmpty());
+  EXPECT_THAT(exec_.CallLines(), IsEmpty());
+}
+
+TEST_F(NfsExporterTest, RemoveUnexportsEveryClientAndDeletesTheFile) {
+  ASSERT_TRUE(exporter_.Apply(Want({"10.0.0.1", "10.0.0.2"}), nullptr).ok());
+  table_.Set(Path("tank/pvc-2"), "10.0.0.1", PrintedOf("tank/pvc-2"));
+  exec_.ClearCalls();
+  std::vector<std::string> changes;
+  ASSERT_TRUE(exporter_.Remove(kVol, &changes).ok());
+  EXPECT_THAT(exec_.CallLines(), ElementsAre("exportfs -v", "exportfs -u 10.0.0.1:" + Path(),
+                                             "exportfs -u 10.0.0.2:" + Path()));
+  EXPECT_FALSE(fs_.Exists(File()));
+  EXPECT_THAT(changes, ElementsAre("nfs " + Path() + ": removed " + File(),
+                                   "nfs " + Path() + ": unexported from 10.0.0.1",
+                                   "nfs " + Path() + ": unexported from 10.0.0.2"));
+  EXPECT_EQ(table_.ClientsOf(Path("tank/pvc-2")).size(), 1u);
+  auto gone = exporter_.Get(kVol);
+  ASSERT_TRUE(gone.ok());
+  EXPECT_FALSE(gone->has_value());
+  // Absent is success, and observing is all it does.
+  exec_.ClearCalls();
+  changes.clear();
+  ASSERT_TRUE(exporter_.Remove(kVol, &changes).ok());
+  EXPECT_THAT(exec_.CallLines(), ElementsAre("exportfs -v"));
+  EXPECT_THAT(changes, IsEmpty());
+}
+
+TEST_F(NfsExporterTest, UnexportRaceWithTheToolIsTolerated) {
+  FakeExec exec;
+  exec.OnOutput({"exportfs", "-v"}, Path() + "\n\t\t10.0.0.1(" + Printed() + ")\n");
+  exec.OnOutput({"exportfs", "-u"}, "", 1,
+                "exportfs: Could not find '10.0.0.1:" + Path() + "' to unexport.\n");
+  NfsExporter exporter(exec, fs_, ExportsDir(), dir_.Sub("nfsd"));
+  EXPECT_TRUE(exporter.Remove(kVol, nullptr).ok());
+  FakeExec failing;
+  failing.OnOutput({"exportfs", "-v"}, Path() + "\n\t\t10.0.0.1(" + Printed() + ")\n");
+  failing.OnOutput({"exportfs", "-u"}, "", 1, "exportfs: internal error\n");
+  NfsExporter broken(failing, fs_, ExportsDir(), dir_.Sub("nfsd"));
+  Status s = broken.Remove(kVol, nullptr);
+  EXPECT_EQ(s.code(), Code::kInternal);
+  EXPECT_NE(s.message().find("exportfs -u 10.0.0.1:" + Path()), std::string::npos) << s.message();
+}
+
+TEST_F(NfsExporterTest, FailingObservationFailsApplyBeforeAnyChange) {
+  FakeExec exec;
+  exec.OnOutput({"exportfs", "-v"}, "", 1, "exportfs: could not open etab\n");
+  NfsExporter exporter(exec, fs_, ExportsDir(), dir_.Sub("nfsd"));
+  Status s = exporter.Apply(Want({"10.0.0.1"}), nullptr);
+  EXPECT_FALSE(s.ok());
+  EXPECT_THAT(exec.CallLines(), ElementsAre("exportfs -v"));
+  EXPECT_EQ(fs_.writes, 0);
+}
+
+TEST_F(NfsExporterTest, StateTokenTellsWhetherNfsdRuns) {
+  EXPECT_EQ(exporter_.StateToken(), "");  // no threads file: nfsd module not loaded
+  ASSERT_TRUE(fs_.WriteFile(dir_.Sub("nfsd/threads"), "0\n").ok());
+  EXPECT_EQ(exporter_.StateToken(), "");
+  ASSERT_TRUE(fs_.WriteFile(dir_.Sub("nfsd/threads"), "8\n").ok());
+  EXPECT_EQ(exporter_.StateToken(), "nfsd");
+  ASSERT_TRUE(fs_.WriteFile(dir_.Sub("nfsd/threads"), "garbage\n").ok());
+  EXPECT_EQ(exporter_.StateToken(), "");
+  EXPECT_THAT(exec_.CallLines(), IsEmpty());
+}
+
+}  // namespace
+}  // namespace pillar::agent

@@ -1,0 +1,376 @@
+#include "agent/exporters/nvmet_exporter.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "agent/exporters/configfs_sim.h"
+#include "agent/exporters/configfs_test_util.h"
+#include "common/temp_dir.h"
+
+namespace pillar::agent {
+namespace {
+
+using pillar::testing::DumpTree;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+constexpr const char* kHostA =
+    "nqn.2014-08.org.nvmexpress:uuid:00000000-0000-0000-0000-00000000000a";
+constexpr const char* kHostB =
+    "nqn.2014-08.org.nvmexpress:uuid:00000000-0000-0000-0000-00000000000b";
+constexpr const char* kHostC =
+    "nqn.2014-08.org.nvmexpress:uuid:00000000-0000-0000-0000-00000000000c";
+constexpr const char* kVol = "tank/pvc-1";
+constexpr const char* kNqn = "nqn.2026-12.com.bhyoo.pillar-csi:tank:2fpvc-1";
+
+DesiredExport Want(const std::string& id, std::set<std::string> hosts, bool acl = true,
+                   const std::string& addr = "10.0.0.1", int port = 4420) {
+  DesiredExport w;
+  w.agent_volume_id = id;
+  w.target_id = TargetName(kDefaultNqnPrefix, id);
+  w.backing = "/dev/zvol/" + id;
+  w.params.bind_address = addr;
+  w.params.port = port;
+  w.params.acl_enabled = acl;
+  w.allowed_hosts = std::move(hosts);
+  return w;
+}
+
+class NvmetExporterTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(sim_.LoadNvmet().ok()); }
+
+  std::string P(const std::string& rel) { return JoinPath(tmp_.path(), "nvmet/" + rel); }
+  std::map<std::string, std::string> Tree() { return DumpTree(JoinPath(tmp_.path(), "nvmet")); }
+  std::vector<std::string> Apply(const DesiredExport& w) {
+    std::vector<std::string> changes;
+    Status s = ex_.Apply(w, &changes);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return changes;
+  }
+  std::string Sub(const std::string& rel) { return "subsystems/" + std::string(kNqn) + rel; }
+
+  pillar::testing::TempDir tmp_;
+  ConfigfsSim sim_{tmp_.path()};
+  pillar::testing::RecordingFs fs_{sim_};
+  NvmetExporter ex_{fs_, tmp_.path()};
+};
+
+TEST_F(NvmetExporterTest, CreatesTheExactTreeInASafeOrder) {
+  auto changes = Apply(Want(kVol, {kHostA}));
+  std::string uuid = configfs::NameUuid(kNqn, "nvmet-uuid");
+  std::string nguid = configfs::NameUuid(kNqn, "nvmet-nguid");
+  EXPECT_THAT(
+      changes,
+      ElementsAre("create subsystem " + std::string(kNqn), "create host " + std::string(kHostA),
+                  "allow host " + std::string(kHostA) + " on " + kNqn,
+                  "create namespace 1 in " + std::string(kNqn),
+                  "set namespace 1 of " + std::string(kNqn) + " device_path=/dev/zvol/tank/pvc-1",
+                  "set namespace 1 of " + std::string(kNqn) + " device_uuid=" + uuid,
+                  "set namespace 1 of " + std::string(kNqn) + " device_nguid=" + nguid,
+                  "enable namespace 1 of " + std::string(kNqn),
+                  "create port 8000 (tcp 10.0.0.1 port 4420)",
+                  "link port 8000 -> " + std::string(kNqn)));
+  auto t = Tree();
+  EXPECT_EQ(t[Sub("/attr_allow_any_host")], "0");
+  EXPECT_EQ(t[Sub("/allowed_hosts/") + kHostA],
+            "-> ../../../../nvmet/hosts/" + std::string(kHostA));
+  EXPECT_EQ(t["hosts/" + std::string(kHostA)], "<dir>");
+  EXPECT_EQ(t[Sub("/namespaces/1/device_path")], "/dev/zvol/tank/pvc-1");
+  EXPECT_EQ(t[Sub("/namespaces/1/enable")], "1");
+  EXPECT_EQ(t[Sub("/namespaces/1/device_uuid")], uuid);
+  EXPECT_EQ(t["ports/8000/addr_trtype"], "tcp");
+  EXPECT_EQ(t["ports/8000/addr_adrfam"], "ipv4");
+  EXPECT_EQ(t["ports/8000/addr_traddr"], "10.0.0.1");
+  EXPECT_EQ(t["ports/8000/addr_trsvcid"], "4420");
+  EXPECT_EQ(t["ports/8000/param_inline_data_size"], "-1");  // left to the transport
+  EXPECT_EQ(t["ports/8000/subsystems/" + std::string(kNqn)],
+            "-> ../../../../nvmet/subsystems/" + std::string(kNqn));
+  // The port link is the very last mutation: nothing is reachable before the ACL is set.
+  EXPECT_THAT(fs_.ops().back(), HasSubstr("symlink " + P("ports/8000/subsystems/")));
+
+  auto got = ex_.Get(kVol);
+  ASSERT_TRUE(got.ok() && got->has_value());
+  const ActualExport& a = **got;
+  EXPECT_EQ(a.target_id, kNqn);
+  EXPECT_EQ(a.backing, "/dev/zvol/tank/pvc-1");
+  EXPECT_EQ(a.params, Want(kVol, {}).params);
+  EXPECT_EQ(a.allowed_hosts, std::set<std::string>{kHostA});
+  EXPECT_TRUE(a.enabled);
+  EXPECT_THAT(a.drift, IsEmpty());
+}
+
+TEST_F(NvmetExporterTest, SecondApplyChangesAndWritesNothing) {
+  Apply(Want(kVol, {kHostA, kHostB}));
+  auto before = Tree();
+  fs_.Clear();
+  EXPECT_THAT(Apply(Want(kVol, {kHostA, kHostB})), IsEmpty());
+  EXPECT_EQ(fs_.mutations(), 0u) << ::testing::PrintToString(fs_.ops());
+  EXPECT_EQ(Tree(), before);
+  // Same for allow-any-host and an IPv6 port.
+  Apply(Want(kVol, {}, /*acl=*/false, "fd00::1", 4421));
+  fs_.Clear();
+  EXPECT_THAT(Apply(Want(kVol, {}, false, "fd00:0::1", 4421)), IsEmpty());
+  EXPECT_EQ(fs_.mutations(), 0u) << ::testing::PrintToString(fs_.ops());
+  EXPECT_EQ(Tree()["ports/8001/addr_adrfam"], "ipv6");
+  EXPECT_EQ(Tree()["ports/8001/addr_traddr"], "fd00::1");
+}
+
+TEST_F(NvmetExporterTest, RepairsOutOfBandDrift) {
+  Apply(Want(kVol, {kHostA, kHostB}));
+  // A host link deleted behind our back comes back, and only it.
+  ASSERT_TRUE(sim_.Unlink(P(Sub("/allowed_hosts/") + kHostB)).ok());
+  EXPECT_THAT(Apply(Want(kVol, {kHostA, kHostB})),
+              ElementsAre("allow host " + std::string(kHostB) + " on " + kNqn));
+  // An extra host link added behind our back goes.
+  ASSERT_TRUE(sim_.MakeDir(P(std::string("hosts/") + kHostC)).ok());
+  ASSERT_TRUE(
+      sim_.Symlink(P(std::string("hosts/") + kHostC), P(Sub("/allowed_hosts/intruder"))).ok());
+  auto got = ex_.Get(kVol);
+  EXPECT_EQ((*got)->allowed_hosts, (std::set<std::string>{kHostA, kHostB, kHostC}));
+  EXPECT_THAT(Apply(Want(kVol, {kHostA, kHostB})),
+              ElementsAre("remove host " + std::string(kHostC) + " from " + kNqn));
+  EXPECT_TRUE(sim_.IsDir(P(std::string("hosts/") + kHostC)));  // host entries are shared
+  // A disabled namespace is re-enabled.
+  ASSERT_TRUE(sim_.WriteFile(P(Sub("/namespaces/1/enable")), "0").ok());
+  EXPECT_FALSE((*ex_.Get(kVol))->enabled);
+  EXPECT_THAT(Apply(Want(kVol, {kHostA, kHostB})),
+              ElementsAre("enable namespace 1 of " + std::string(kNqn)));
+  // An extra namespace is drift and is removed.
+  ASSERT_TRUE(sim_.MakeDir(P(Sub("/namespaces/7"))).ok());
+  EXPECT_THAT((*ex_.Get(kVol))->drift, ElementsAre("extra namespace 7"));
+  EXPECT_THAT(
+      Apply(Want(kVol, {kHostA, kHostB})),
+      ElementsAre("remove namespace 7 from " + std::string(kNqn) + " (not part of the export)"));
+  // A port link deleted out of band is re-created.
+  ASSERT_TRUE(sim_.Unlink(P("ports/8000/subsystems/" + std::string(kNqn))).ok());
+  EXPECT_THAT(Apply(Want(kVol, {kHostA, kHostB})),
+              ElementsAre("link port 8000 -> " + std::string(kNqn)));
+}
+
+TEST_F(NvmetExporterTest, SpecChangeMovesToANewPortAndDropsTheOldOne) {
+  Apply(Want(kVol, {kHostA}));
+  EXPECT_THAT(
+      Apply(Want(kVol, {kHostA}, true, "10.0.0.1", 4421)),
+      ElementsAre("create port 8001 (tcp 10.0.0.1 port 4421)",
+                  "link port 8001 -> " + std::string(kNqn),
+                  "unlink port 8000 -> " + std::string(kNqn) + " (not the export's address)",
+                  "remove port 8000 (no subsystems left)"));
+  auto got = ex_.Get(kVol);
+  EXPECT_EQ((*got)->params.port, 4421);
+  EXPECT_FALSE(sim_.Exists(P("ports/8000")));
+}
+
+TEST_F(NvmetExporterTest, LinkedToSeveralPortsIsDriftAndIsRepaired) {
+  Apply(Want(kVol, {kHostA}));
+  // Someone links our subsystem to a hand-made port too.
+  ASSERT_TRUE(sim_.MakeDir(P("ports/1")).ok());
+  for (auto [attr, value] :
+       std::vector<std::pair<std::string, std::string>>{{"addr_trtype", "tcp"},
+                                                        {"addr_adrfam", "ipv4"},
+                                                        {"addr_traddr", "0.0.0.0"},
+                                                        {"addr_trsvcid", "4420"}}) {
+    ASSERT_TRUE(sim_.WriteFile(P("ports/1/" + attr), value).ok());
+  }
+  ASSERT_TRUE(sim_.Symlink(P(Sub("")), P("ports/1/subsystems/" + std::string(kNqn))).ok());
+  auto got = ex_.Get(kVol);
+  EXPECT_EQ((*got)->params.bind_address, "0.0.0.0");  // the first port
+  EXPECT_THAT((*got)->drift, ElementsAre("linked to several ports: 1, 8000"));
+  EXPECT_THAT(Apply(Want(kVol, {kHostA})),
+              ElementsAre("unlink port 1 -> " + std::string(kNqn) + " (not the export's address)"));
+  EXPECT_TRUE(sim_.IsDir(P("ports/1")));  // not pillar's: kept even when empty
+  EXPECT_THAT((*ex_.Get(kVol))->drift, IsEmpty());
+}
+
+TEST_F(NvmetExporterTest, AclTransitionsNeverWiden) {
+  Apply(Want(kVol, {kHostA, kHostB}));
+  // {A,B} -> {B,C}: A goes before C arrives.
+  EXPECT_THAT(Apply(Want(kVol, {kHostB, kHostC})),
+              ElementsAre("remove host " + std::string(kHostA) + " from " + kNqn,
+                          "create host " + std::string(kHostC),
+                          "allow host " + std::string(kHostC) + " on " + kNqn));
+  // ACL -> any host: links go first (nvmet requires it), then allow_any_host=1.
+  EXPECT_THAT(Apply(Want(kVol, {kHostB}, /*acl=*/false)),
+              ElementsAre("remove host " + std::string(kHostB) + " from " + kNqn,
+                          "remove host " + std::string(kHostC) + " from " + kNqn,
+                          "set attr_allow_any_host=1 on " + std::string(kNqn)));
+  auto open = ex_.Get(kVol);
+  EXPECT_FALSE((*open)->params.acl_enabled);
+  EXPECT_THAT((*open)->allowed_hosts, IsEmpty());
+  // Any host -> ACL: allow_any_host=0 first (admits nobody), then the hosts.
+  EXPECT_THAT(Apply(Want(kVol, {kHostA})),
+              ElementsAre("set attr_allow_any_host=0 on " + std::string(kNqn),
+                          "allow host " + std::string(kHostA) + " on " + kNqn));
+  // ACL with an empty set admits nobody.
+  EXPECT_THAT(Apply(Want(kVol, {})),
+              ElementsAre("remove host " + std::string(kHostA) + " from " + kNqn));
+  EXPECT_EQ(Tree()[Sub("/attr_allow_any_host")], "0");
+}
+
+TEST_F(NvmetExporterTest, TwoVolumesShareAPortWithoutDisturbingEachOther) {
+  const std::string vol2 = "tank/pvc-2";
+  const std::string nqn2 = TargetName(kDefaultNqnPrefix, vol2);
+  Apply(Want(kVol, {kHostA, kHostB}));
+  EXPECT_THAT(Apply(Want(vol2, {kHostA, kHostB})),
+              ::testing::Contains("link port 8000 -> " + nqn2));
+  // Removing A from volume 1 leaves volume 2's links alone.
+  Apply(Want(kVol, {kHostB}));
+  auto t = Tree();
+  EXPECT_EQ(t.count("subsystems/" + nqn2 + "/allowed_hosts/" + kHostA), 1u);
+  EXPECT_EQ(t.count(Sub("/allowed_hosts/") + kHostA), 0u);
+  // Removing volume 1 keeps the port for volume 2; removing volume 2 drops it.
+  std::vector<std::string> changes;
+  ASSERT_TRUE(ex_.Remove(kVol, &changes).ok());
+  EXPECT_THAT(changes, ElementsAre("unlink port 8000 -> " + std::string(kNqn),
+                                   "remove host " + std::string(kHostB) + " from " + kNqn,
+                                   "disable namespace 1 of " + std::string(kNqn),
+                                   "remove namespace 1 from " + std::string(kNqn),
+                                   "remove subsystem " + std::string(kNqn)));
+  EXPECT_TRUE(sim_.IsDir(P("ports/8000")));
+  auto v2 = ex_.Get(vol2);
+  ASSERT_TRUE(v2.ok() && v2->has_value());
+  EXPECT_TRUE((*v2)->enabled);
+  EXPECT_EQ((*v2)->allowed_hosts, (std::set<std::string>{kHostA, kHostB}));
+  changes.clear();
+  ASSERT_TRUE(ex_.Remove(vol2, &changes).ok());
+  EXPECT_THAT(changes, ::testing::Contains("remove port 8000 (no subsystems left)"));
+  EXPECT_FALSE(sim_.Exists(P("ports/8000")));
+  // Removing again is success with no changes.
+  changes.clear();
+  ASSERT_TRUE(ex_.Remove(vol2, &changes).ok());
+  EXPECT_THAT(changes, IsEmpty());
+}
+
+TEST_F(NvmetExporterTest, ForeignSubsystemsAndPortsAreLeftAlone) {
+  const std::string foreign = "nqn.2014-08.org.example:foreign";
+  ASSERT_TRUE(sim_.MakeDir(P("subsystems/" + foreign)).ok());
+  ASSERT_TRUE(sim_.MakeDir(P("ports/1")).ok());
+  for (auto [attr, value] :
+       std::vector<std::pair<std::string, std::string>>{{"addr_trtype", "tcp"},
+                                                        {"addr_adrfam", "ipv4"},
+                                                        {"addr_traddr", "10.0.0.1"},
+                                                        {"addr_trsvcid", "4420"}}) {
+    ASSERT_TRUE(sim_.WriteFile(P("ports/1/" + attr), value).ok());
+  }
+  ASSERT_TRUE(sim_.Symlink(P("subsystems/" + foreign), P("ports/1/subsystems/" + foreign)).ok());
+  // A foreign port at the export's address is reused rather than duplicated.
+  EXPECT_THAT(Apply(Want(kVol, {kHostA})),
+              ::testing::Contains("link port 1 -> " + std::string(kNqn)));
+  auto listed = ex_.List();
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].agent_volume_id, kVol);
+  auto before = Tree();
+  std::vector<std::string> changes;
+  ASSERT_TRUE(ex_.Remove(kVol, &changes).ok());
+  auto after = Tree();
+  EXPECT_TRUE(sim_.IsDir(P("subsystems/" + foreign)));
+  EXPECT_EQ(after["ports/1/subsystems/" + foreign], before["ports/1/subsystems/" + foreign]);
+  EXPECT_TRUE(sim_.IsDir(P("ports/1")));
+  for (const auto& [path, value] : after) {
+    EXPECT_EQ(path.find(kNqn), std::string::npos) << path;
+  }
+}
+
+TEST_F(NvmetExporterTest, BackingChangeDisablesFirstAndKeepsTheNamespaceIdentity) {
+  Apply(Want(kVol, {kHostA}));
+  std::string uuid = Tree()[Sub("/namespaces/1/device_uuid")];
+  DesiredExport w = Want(kVol, {kHostA});
+  w.backing = "/dev/loop9";
+  EXPECT_THAT(Apply(w),
+              ElementsAre("disable namespace 1 of " + std::string(kNqn) +
+                              " to change its device from /dev/zvol/tank/pvc-1",
+                          "set namespace 1 of " + std::string(kNqn) + " device_path=/dev/loop9",
+                          "enable namespace 1 of " + std::string(kNqn)));
+  EXPECT_EQ(Tree()[Sub("/namespaces/1/device_uuid")], uuid);
+  // After a module reload the rebuilt namespace gets the same UUID back.
+  std::string token = ex_.StateToken();
+  ASSERT_TRUE(sim_.UnloadNvmet().ok());
+  EXPECT_EQ(ex_.StateToken(), "");
+  ASSERT_TRUE(sim_.LoadNvmet().ok());
+  EXPECT_NE(ex_.StateToken(), token);
+  EXPECT_NE(ex_.StateToken(), "");
+  EXPECT_FALSE(ex_.Get(kVol)->has_value());
+  Apply(w);
+  EXPECT_EQ(Tree()[Sub("/namespaces/1/device_uuid")], uuid);
+}
+
+TEST_F(NvmetExporterTest, InlineDataSizeOnOwnAndSharedPorts) {
+  DesiredExport w = Want(kVol, {kHostA});
+  w.params.in_capsule_data_size = 16384;
+  Apply(w);
+  EXPECT_EQ(Tree()["ports/8000/param_inline_data_size"], "16384");
+  EXPECT_EQ((*ex_.Get(kVol))->params.in_capsule_data_size, 16384);
+  // Another volume on the same address wanting another size cannot change a shared port.
+  DesiredExport w2 = Want("tank/pvc-2", {kHostA});
+  w2.params.in_capsule_data_size = 8192;
+  std::vector<std::string> changes;
+  fs_.Clear();
+  Status s = ex_.Apply(w2, &changes);
+  EXPECT_EQ(s.code(), Code::kFailedPrecondition) << s.ToString();
+  EXPECT_THAT(s.message(), HasSubstr("shared port"));
+  EXPECT_EQ(fs_.mutations(), 0u);  // refused before creating anything
+  // Alone on its port, a volume gets the port re-created with the new size.
+  w.params.in_capsule_data_size = 8192;
+  std::vector<std::string> solo;
+  ASSERT_TRUE(ex_.Remove("tank/pvc-2", nullptr).ok());
+  ASSERT_TRUE(ex_.Apply(w, &solo).ok());
+  EXPECT_EQ(Tree()["ports/8000/param_inline_data_size"], "8192");
+}
+
+TEST_F(NvmetExporterTest, RefusesBadInputBeforeTouchingAnything) {
+  Apply(Want(kVol, {kHostA}));
+  auto before = Tree();
+  struct Case {
+    const char* field;
+    DesiredExport want;
+  };
+  std::vector<Case> cases;
+  auto add = [&](const char* field, auto mutate) {
+    DesiredExport w = Want(kVol, {kHostA});
+    mutate(w);
+    cases.push_back({field, w});
+  };
+  add("allowed_hosts", [](DesiredExport& w) { w.allowed_hosts.insert("nqn.2014-08.org.x:../y"); });
+  add("allowed_hosts", [](DesiredExport& w) { w.allowed_hosts.insert("nqn.2014-08.org.x:a/b"); });
+  add("allowed_hosts", [](DesiredExport& w) { w.allowed_hosts.insert("nqn.2014-08.org.x:a\nb"); });
+  add("allowed_hosts", [](DesiredExport& w) { w.allowed_hosts.insert("../../ports"); });
+  add("bind_address", [](DesiredExport& w) { w.params.bind_address = "10.0.0.1\n"; });
+  add("bind_address", [](DesiredExport& w) { w.params.bind_address = "host.example"; });
+  add("bind_address", [](DesiredExport& w) { w.params.bind_address = "fe80::1%eth0"; });
+  add("port", [](DesiredExport& w) { w.params.port = 0; });
+  add("port", [](DesiredExport& w) { w.params.port = 70000; });
+  add("in_capsule_data_size", [](DesiredExport& w) { w.params.in_capsule_data_size = -1; });
+  add("backing", [](DesiredExport& w) { w.backing = "dev/sda"; });
+  add("backing", [](DesiredExport& w) { w.backing = "/dev/../etc/shadow"; });
+  add("backing", [](DesiredExport& w) { w.backing = "/dev/sda\n"; });
+  add("agent_volume_id", [](DesiredExport& w) { w.agent_volume_id = "tank/../x"; });
+  add("agent_volume_id", [](DesiredExport& w) { w.agent_volume_id = "tank/a\nb"; });
+  add("target_id", [](DesiredExport& w) { w.target_id = "nqn.2014-08.org.example:other"; });
+  for (const auto& c : cases) {
+    fs_.Clear();
+    std::vector<std::string> changes;
+    Status s = ex_.Apply(c.want, &changes);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << c.field << ": " << s.ToString();
+    EXPECT_THAT(s.message(), HasSubstr(c.field));
+    EXPECT_EQ(fs_.mutations(), 0u) << c.field;
+    EXPECT_THAT(changes, IsEmpty());
+  }
+  EXPECT_EQ(Tree(), before);
+  EXPECT_EQ(ex_.Remove("../x", nullptr).code(), Code::kInvalidArgument);
+  EXPECT_EQ(ex_.Get("a/../../b").status().code(), Code::kInvalidArgument);
+}
+
+TEST_F(NvmetExporterTest, ModuleNotLoaded) {
+  ASSERT_TRUE(sim_.UnloadNvmet().ok());
+  EXPECT_EQ(ex_.StateToken(), "");
+  std::vector<std::string> changes;
+  EXPECT_EQ(ex_.Apply(Want(kVol, {kHostA}), &changes).code(), Code::kUnavailable);
+  EXPECT_TRUE(ex_.List().ok() && ex_.List()->empty());
+  EXPECT_TRUE(ex_.Remove(kVol, &changes).ok());
+  EXPECT_THAT(changes, IsEmpty());
+}
+
+}  // namespace
+}  // namespace pillar::agent

@@ -1,0 +1,298 @@
+// Drives the real pillar-agent binary over real gRPC with mutual TLS: file
+// pool with real loop devices, exporters on a simulated configfs tree.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "agent_process.h"
+#include "common/exec.h"
+
+namespace pillar::testing {
+namespace {
+
+namespace v1 = pillar::agent::v1;
+namespace fs = std::filesystem;
+
+constexpr const char* kUid = "6f1c2d3e-4a5b-4c6d-8e7f-0a1b2c3d4e5f";
+constexpr const char* kOtherUid = "0b1f7a3e-9c2d-4e5f-8a6b-1c2d3e4f5a6b";
+constexpr const char* kHostA = "nqn.2014-08.org.nvmexpress:uuid:11111111-2222-4333-8444-555555555555";
+constexpr const char* kHostB = "nqn.2014-08.org.nvmexpress:uuid:aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee";
+constexpr const char* kSubsys = "nqn.2026-12.com.bhyoo.pillar-csi:demo:2fpvc-1";
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  while (!s.empty() && s.back() == '\n') s.pop_back();
+  return s;
+}
+
+class AgentGrpcTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0 || !fs::exists("/dev/loop-control")) {
+      GTEST_SKIP() << "needs root and loop devices";
+    }
+    ASSERT_TRUE(AgentProcess::MakeCerts(tmp_.Sub("certs")));
+    agent_ = std::make_unique<AgentProcess>(tmp_.path());
+    ASSERT_TRUE(agent_->Start()) << Slurp(tmp_.Sub("agent.log"));
+    stub_ = agent_->Client();
+    ASSERT_NE(stub_, nullptr);
+  }
+  void TearDown() override {
+    if (!agent_) return;
+    // Leave no loop device behind, whatever the test did.
+    SystemExec exec;
+    for (const char* img : {"pvc-1.img", "pvc-2.img"}) {
+      std::string path = tmp_.Sub("pools/demo/") + img;
+      auto r = exec.Run({{"losetup", "-j", path, "-O", "NAME", "-n"}});
+      if (!r.ok()) continue;
+      std::istringstream lines(r->out);
+      for (std::string dev; std::getline(lines, dev);) {
+        if (!dev.empty()) (void)exec.Run({{"losetup", "-d", dev}});
+      }
+    }
+    agent_->Stop();
+  }
+
+  grpc::Status Create(const std::string& name, const std::string& uid = kUid,
+                      v1::CreateVolumeResponse* out = nullptr) {
+    grpc::ClientContext ctx;
+    v1::CreateVolumeRequest req;
+    req.set_pool("demo");
+    req.set_name(name);
+    req.set_size_bytes(64LL << 20);
+    req.set_mode(v1::VOLUME_MODE_BLOCK);
+    req.set_volume_uid(uid);
+    v1::CreateVolumeResponse resp;
+    auto s = stub_->CreateVolume(&ctx, req, &resp);
+    if (out != nullptr) *out = resp;
+    return s;
+  }
+
+  grpc::Status Apply(const std::string& id, int64_t gen, const std::vector<std::string>& hosts,
+                     v1::ApplyExportResponse* out = nullptr, const std::string& uid = kUid,
+                     v1::Protocol protocol = v1::PROTOCOL_NVMEOF_TCP,
+                     std::string* reason = nullptr) {
+    grpc::ClientContext ctx;
+    v1::ApplyExportRequest req;
+    req.set_agent_volume_id(id);
+    req.set_protocol(protocol);
+    req.mutable_spec()->set_bind_address("127.0.0.1");
+    req.mutable_spec()->set_port(protocol == v1::PROTOCOL_ISCSI ? 3260 : 4420);
+    req.mutable_spec()->set_acl_enabled(true);
+    req.mutable_fence()->set_volume_uid(uid);
+    req.mutable_fence()->set_publication_generation(gen);
+    for (const auto& h : hosts) req.add_allowed_hosts(h);
+    v1::ApplyExportResponse resp;
+    auto s = stub_->ApplyExport(&ctx, req, &resp);
+    if (out != nullptr) *out = resp;
+    if (reason != nullptr) {
+      auto it = ctx.GetServerTrailingMetadata().find("pillar-reason");
+      *reason = it == ctx.GetServerTrailingMetadata().end()
+                    ? ""
+                    : std::string(it->second.data(), it->second.size());
+    }
+    return s;
+  }
+
+  std::string Subsys(const std::string& rel = "") const {
+    return tmp_.Sub("configfs/nvmet/subsystems/") + kSubsys + (rel.empty() ? "" : "/" + rel);
+  }
+
+  TempDir tmp_;
+  std::unique_ptr<AgentProcess> agent_;
+  std::unique_ptr<v1::Agent::Stub> stub_;
+};
+
+TEST_F(AgentGrpcTest, InfoReportsPoolsAndEpoch) {
+  grpc::ClientContext ctx;
+  v1::GetInfoResponse info;
+  ASSERT_TRUE(stub_->GetInfo(&ctx, {}, &info).ok());
+  EXPECT_EQ(info.node_name(), "storage-1");
+  EXPECT_FALSE(info.boot_epoch().empty());
+  ASSERT_EQ(info.pools_size(), 1);
+  EXPECT_EQ(info.pools(0).name(), "demo");
+  EXPECT_EQ(info.pools(0).backend(), "file");
+  EXPECT_GT(info.pools(0).total_bytes(), 0);
+}
+
+TEST_F(AgentGrpcTest, ExportLifecycleConvergesExactlyAndIsFenced) {
+  v1::CreateVolumeResponse created;
+  ASSERT_TRUE(Create("pvc-1", kUid, &created).ok());
+  EXPECT_EQ(created.volume().agent_volume_id(), "demo/pvc-1");
+  EXPECT_EQ(created.volume().size_bytes(), 64LL << 20);
+  ASSERT_TRUE(Create("pvc-1").ok()) << "CreateVolume must be idempotent";
+
+  v1::ApplyExportResponse applied;
+  auto s = Apply("demo/pvc-1", 1, {kHostA}, &applied);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_FALSE(applied.changes().empty());
+  EXPECT_EQ(applied.export_().target_id(), kSubsys);
+  ASSERT_EQ(applied.export_().allowed_hosts_size(), 1);
+  EXPECT_EQ(applied.export_().allowed_hosts(0), kHostA);
+  EXPECT_EQ(applied.export_().fence().publication_generation(), 1);
+  EXPECT_EQ(Slurp(Subsys("attr_allow_any_host")), "0");
+  EXPECT_TRUE(fs::is_symlink(Subsys("allowed_hosts/") + kHostA));
+  EXPECT_EQ(Slurp(Subsys("namespaces/1/device_path")).rfind("/dev/loop", 0), 0u);
+  EXPECT_EQ(Slurp(Subsys("namespaces/1/enable")), "1");
+
+  // Converged: the same intent again changes nothing.
+  ASSERT_TRUE(Apply("demo/pvc-1", 1, {kHostA}, &applied).ok());
+  EXPECT_TRUE(applied.changes().empty()) << applied.changes(0);
+
+  // A new ACL set replaces the old one exactly.
+  ASSERT_TRUE(Apply("demo/pvc-1", 2, {kHostB}, &applied).ok());
+  EXPECT_FALSE(fs::exists(Subsys("allowed_hosts/") + kHostA));
+  EXPECT_TRUE(fs::is_symlink(Subsys("allowed_hosts/") + kHostB));
+
+  // An older generation and another lifecycle are refused and change nothing.
+  std::string reason;
+  s = Apply("demo/pvc-1", 1, {kHostA}, nullptr, kUid, v1::PROTOCOL_NVMEOF_TCP, &reason);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::ABORTED) << s.error_message();
+  EXPECT_EQ(reason, "StaleGeneration");
+  s = Apply("demo/pvc-1", 9, {kHostA}, nullptr, kOtherUid, v1::PROTOCOL_NVMEOF_TCP, &reason);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::ABORTED);
+  EXPECT_FALSE(fs::exists(Subsys("allowed_hosts/") + kHostA));
+
+  // Out-of-band deletion of the rule is repaired by the next apply.
+  fs::remove(Subsys("allowed_hosts/") + kHostB);
+  ASSERT_TRUE(Apply("demo/pvc-1", 2, {kHostB}, &applied).ok());
+  EXPECT_EQ(applied.changes_size(), 1);
+  EXPECT_TRUE(fs::is_symlink(Subsys("allowed_hosts/") + kHostB));
+
+  {
+    grpc::ClientContext ctx;
+    v1::ListExportsResponse list;
+    ASSERT_TRUE(stub_->ListExports(&ctx, {}, &list).ok());
+    ASSERT_EQ(list.exports_size(), 1);
+    EXPECT_EQ(list.exports(0).agent_volume_id(), "demo/pvc-1");
+    EXPECT_EQ(list.exports(0).fence().volume_uid(), kUid);
+  }
+  {  // Deleting an exported volume is refused.
+    grpc::ClientContext ctx;
+    v1::DeleteVolumeRequest del;
+    del.set_agent_volume_id("demo/pvc-1");
+    del.set_volume_uid(kUid);
+    v1::DeleteVolumeResponse resp;
+    EXPECT_EQ(stub_->DeleteVolume(&ctx, del, &resp).error_code(),
+              grpc::StatusCode::FAILED_PRECONDITION);
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::UnexportVolumeRequest req;
+    req.set_agent_volume_id("demo/pvc-1");
+    req.set_protocol(v1::PROTOCOL_NVMEOF_TCP);
+    req.mutable_fence()->set_volume_uid(kUid);
+    req.mutable_fence()->set_publication_generation(3);
+    v1::UnexportVolumeResponse resp;
+    ASSERT_TRUE(stub_->UnexportVolume(&ctx, req, &resp).ok());
+    EXPECT_FALSE(fs::exists(Subsys()));
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::DeleteVolumeRequest del;
+    del.set_agent_volume_id("demo/pvc-1");
+    del.set_volume_uid(kUid);
+    v1::DeleteVolumeResponse resp;
+    auto ds = stub_->DeleteVolume(&ctx, del, &resp);
+    ASSERT_TRUE(ds.ok()) << ds.error_message();
+    EXPECT_FALSE(fs::exists(tmp_.Sub("pools/demo/pvc-1.img")));
+  }
+}
+
+TEST_F(AgentGrpcTest, IscsiExportOnLio) {
+  ASSERT_TRUE(Create("pvc-2").ok());
+  const std::string initiator = "iqn.1993-08.org.debian:01:consumer-a";
+  v1::ApplyExportResponse applied;
+  auto s = Apply("demo/pvc-2", 1, {initiator}, &applied, kUid, v1::PROTOCOL_ISCSI);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  std::string tpg = tmp_.Sub("configfs/target/iscsi/") + applied.export_().target_id() + "/tpgt_1";
+  EXPECT_TRUE(fs::is_directory(tpg + "/acls/" + initiator));
+  EXPECT_TRUE(fs::is_directory(tpg + "/np/127.0.0.1:3260"));
+  EXPECT_EQ(Slurp(tpg + "/enable"), "1");
+  ASSERT_TRUE(Apply("demo/pvc-2", 1, {initiator}, &applied, kUid, v1::PROTOCOL_ISCSI).ok());
+  EXPECT_TRUE(applied.changes().empty());
+}
+
+TEST_F(AgentGrpcTest, BadInputIsRefusedByFieldAndChangesNothing) {
+  auto expect_invalid = [&](const grpc::Status& st, const std::string& field) {
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << st.error_message();
+    EXPECT_NE(st.error_message().find(field), std::string::npos) << st.error_message();
+  };
+  expect_invalid(Apply("demo/../../etc", 1, {kHostA}), "agentVolumeId");
+  expect_invalid(Apply("demo/pvc-1", 1, {"nqn.2014-08.x:a/../../b"}), "allowedHosts[0]");
+  expect_invalid(Apply("demo/pvc-1", 1, {kHostA, "nqn.2014-08.org.x:a\nb"}), "allowedHosts[1]");
+  expect_invalid(Apply("demo/pvc-1", 1, {kHostA}, nullptr, "not-a-uuid"), "fence.volumeUid");
+  expect_invalid(Create("../escape"), "name");
+  expect_invalid(Create("pvc-x", "uid"), "volumeUid");
+  {
+    grpc::ClientContext ctx;
+    v1::ApplyExportRequest req;  // no spec
+    req.set_agent_volume_id("demo/pvc-1");
+    req.set_protocol(v1::PROTOCOL_NVMEOF_TCP);
+    v1::ApplyExportResponse resp;
+    expect_invalid(stub_->ApplyExport(&ctx, req, &resp), "spec");
+  }
+  // An export of a volume that does not exist never creates one.
+  auto missing = Apply("demo/pvc-9", 1, {kHostA});
+  EXPECT_EQ(missing.error_code(), grpc::StatusCode::NOT_FOUND) << missing.error_message();
+  EXPECT_NE(missing.error_message().find("never a reason to create"), std::string::npos);
+  EXPECT_FALSE(fs::exists(tmp_.Sub("pools/demo/pvc-9.img")));
+  EXPECT_TRUE(fs::is_empty(tmp_.Sub("configfs/nvmet/subsystems")));
+  auto no_pool = Apply("other/pvc-1", 1, {kHostA});
+  EXPECT_EQ(no_pool.error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(AgentGrpcTest, ClientsWithoutATrustedCertificateAreRefused) {
+  for (auto& stub : {agent_->Client("rogue", "ca")}) {
+    ASSERT_NE(stub, nullptr);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    v1::GetInfoResponse info;
+    EXPECT_FALSE(stub->GetInfo(&ctx, {}, &info).ok());
+  }
+  auto plain = v1::Agent::NewStub(
+      grpc::CreateChannel(agent_->address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  v1::GetInfoResponse info;
+  EXPECT_FALSE(plain->GetInfo(&ctx, {}, &info).ok());
+}
+
+TEST_F(AgentGrpcTest, BootEpochChangesOnRestartAndOnTargetStateLoss) {
+  auto epoch = [&] {
+    grpc::ClientContext ctx;
+    v1::GetInfoResponse info;
+    EXPECT_TRUE(stub_->GetInfo(&ctx, {}, &info).ok());
+    return info.boot_epoch();
+  };
+  ASSERT_TRUE(Create("pvc-1").ok());
+  ASSERT_TRUE(Apply("demo/pvc-1", 1, {kHostA}).ok());
+  std::string first = epoch();
+  EXPECT_EQ(epoch(), first);
+
+  // Simulated module unload: the whole nvmet tree vanishes.
+  fs::remove_all(tmp_.Sub("configfs/nvmet"));
+  std::string after_loss = epoch();
+  EXPECT_NE(after_loss, first);
+  {
+    grpc::ClientContext ctx;
+    v1::ListExportsResponse list;
+    ASSERT_TRUE(stub_->ListExports(&ctx, {}, &list).ok());
+    EXPECT_EQ(list.exports_size(), 0);
+  }
+
+  agent_->Stop();
+  ASSERT_TRUE(agent_->Start());
+  stub_ = agent_->Client();
+  EXPECT_NE(epoch(), after_loss);
+  // The restarted agent re-creates the simulated tree; the export is rebuilt.
+  v1::ApplyExportResponse applied;
+  auto s = Apply("demo/pvc-1", 1, {kHostA}, &applied);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_TRUE(fs::is_symlink(Subsys("allowed_hosts/") + kHostA));
+}
+
+}  // namespace
+}  // namespace pillar::testing

@@ -1,0 +1,112 @@
+// Runs the real pillar-agent binary as a child process for integration tests
+// and benchmarks, with mutual TLS certificates made by tests/tools/make-certs.sh.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/grpc_tls.h"
+#include "common/temp_dir.h"
+#include "pillar/agent/v1/agent.grpc.pb.h"
+
+namespace pillar::testing {
+
+class AgentProcess {
+ public:
+  // `dir` holds certs/, configfs/, state/, pools/ and the agent's log.
+  explicit AgentProcess(std::string dir) : dir_(std::move(dir)) {}
+  ~AgentProcess() { Stop(); }
+
+  static bool MakeCerts(const std::string& dir) {
+    std::string cmd = std::string(PILLAR_SOURCE_DIR) + "/tests/tools/make-certs.sh " + dir;
+    return std::system(cmd.c_str()) == 0;  // NOLINT(cert-env33-c): test-only fixed script
+  }
+
+  // Starts the agent with a file pool "demo" and simulated configfs; extra
+  // flags are appended. Returns false when it did not come up in time.
+  bool Start(const std::vector<std::string>& extra = {}) {
+    std::string ready = dir_ + "/ready";
+    unlink(ready.c_str());
+    std::vector<std::string> args = {PILLAR_AGENT_BIN,
+                                     "--listen=127.0.0.1:0",
+                                     "--ready-file=" + ready,
+                                     "--tls-cert=" + dir_ + "/certs/agent.crt",
+                                     "--tls-key=" + dir_ + "/certs/agent.key",
+                                     "--tls-ca=" + dir_ + "/certs/ca.crt",
+                                     "--node-name=storage-1",
+                                     "--pool=demo=file:" + dir_ + "/pools/demo",
+                                     "--configfs-root=" + dir_ + "/configfs",
+                                     "--simulate-configfs",
+                                     "--state-dir=" + dir_ + "/state",
+                                     "--exports-dir=" + dir_ + "/exports.d",
+                                     "--nfsd-proc=" + dir_ + "/nfsd",
+                                     "--epoch-check-interval=1",
+                                     "--log-level=warn"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    pid_ = fork();
+    if (pid_ == 0) {
+      std::string log = dir_ + "/agent.log";
+      FILE* f = freopen(log.c_str(), "a", stderr);
+      (void)f;
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    for (int i = 0; i < 200; ++i) {
+      std::ifstream in(ready);
+      int port = 0;
+      if (in >> port && port > 0) {
+        port_ = port;
+        return true;
+      }
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return false;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+
+  void Stop() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGTERM);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+  }
+
+  int port() const { return port_; }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+
+  // A client presenting `cert_name`.crt/.key from certs/ (controller, rogue).
+  std::unique_ptr<pillar::agent::v1::Agent::Stub> Client(const std::string& cert_name = "controller",
+                                                          const std::string& ca = "ca") const {
+    TlsFiles files{dir_ + "/certs/" + cert_name + ".crt", dir_ + "/certs/" + cert_name + ".key",
+                   dir_ + "/certs/" + ca + ".crt"};
+    auto creds = MutualTlsChannelCredentials(files);
+    if (!creds.ok()) return nullptr;
+    return pillar::agent::v1::Agent::NewStub(grpc::CreateChannel(address(), *creds));
+  }
+
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_;
+  pid_t pid_ = -1;
+  int port_ = 0;
+};
+
+}  // namespace pillar::testing

@@ -1,0 +1,49 @@
+// The behaviour every Store backend must have. A backend instantiates the
+// suite with its StoreBackend:
+//
+//   INSTANTIATE_TEST_SUITE_P(Etcd, StoreConformanceTest,
+//                            ::testing::Values(EtcdBackend()), BackendName);
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "common/temp_dir.h"
+#include "store/store.h"
+
+namespace pillar::store::testing {
+
+struct StoreBackend {
+  std::string name;
+  // Opens the store kept under `dir` (an empty directory per test), nullptr
+  // on failure. Opening the same dir again must give an independent client
+  // of the same data: the suite uses it as another process.
+  std::function<std::unique_ptr<Store>(const std::string& dir)> open;
+  // Makes the history at or before `revision` unavailable to Watch.
+  std::function<Status(Store& store, int64_t revision)> compact;
+  // Optional: the backend's own consistency check of the data under `dir`
+  // (e.g. SQLite's integrity_check), run after a writer was killed.
+  std::function<Status(const std::string& dir)> check_integrity;
+};
+
+// Each test gets a fresh directory and a store opened on it.
+class StoreConformanceTest : public ::testing::TestWithParam<StoreBackend> {
+ protected:
+  void SetUp() override;
+  std::unique_ptr<Store> Open() { return GetParam().open(dir_.path()); }
+  // Creates an object with `spec`, failing the test when that fails.
+  Object MustCreate(const std::string& kind, const std::string& name,
+                    nlohmann::json spec = nlohmann::json::object());
+
+  ::pillar::testing::TempDir dir_;
+  std::unique_ptr<Store> store_;
+};
+
+std::string BackendName(const ::testing::TestParamInfo<StoreBackend>& info);
+
+}  // namespace pillar::store::testing
