@@ -39,8 +39,8 @@ VolumeMode ModeFor(Protocol protocol) {
 
 }  // namespace
 
-AgentCore::AgentCore(AgentCoreOptions options, Exec& exec, FencingMarks& marks)
-    : options_(std::move(options)), exec_(exec), marks_(marks), instance_id_(NewUuid()) {}
+AgentCore::AgentCore(AgentCoreOptions options, FencingMarks& marks)
+    : options_(std::move(options)), marks_(marks), instance_id_(NewUuid()) {}
 
 void AgentCore::AddPool(std::unique_ptr<Backend> backend) {
   std::string name = backend->pool();
@@ -96,23 +96,13 @@ Status AgentCore::ValidateHosts(Protocol protocol, const std::vector<std::string
 
 Status AgentCore::EnsureTargetLoaded(Exporter& exporter) {
   if (!exporter.StateToken().empty()) return Status::Ok();
-  std::vector<std::string> argv;
-  switch (exporter.protocol()) {
-    case Protocol::kNvmeofTcp: argv = {"modprobe", "-a", "nvmet", "nvmet-tcp"}; break;
-    case Protocol::kIscsi:
-      argv = {"modprobe", "-a", "target_core_mod", "target_core_iblock", "iscsi_target_mod"};
-      break;
-    case Protocol::kNfs:
-      return Unavailable("nfsd is not running on agent " + options_.node_name);
-  }
-  if (options_.load_modules) {
-    Status s = exec_.RunOk({argv, "", std::chrono::seconds(30)});
-    if (!s.ok()) log::Warn("loading target modules failed", {{"error", s.ToString()}});
+  if (options_.load_target) {
+    Status s = options_.load_target(exporter.protocol());
+    if (!s.ok()) log::Warn("loading the kernel target failed", {{"error", s.ToString()}});
   }
   if (exporter.StateToken().empty()) {
     return Unavailable(std::string(ProtocolName(exporter.protocol())) +
-                       " target is not loaded on agent " + options_.node_name +
-                       " (its configfs tree is absent)");
+                       " target is not loaded on agent " + options_.node_name);
   }
   CheckTargetState();
   return Status::Ok();

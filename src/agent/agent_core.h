@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -14,7 +15,6 @@
 #include "agent/backends/backend.h"
 #include "agent/exporters/exporter.h"
 #include "agent/fencing/fencing_marks.h"
-#include "common/exec.h"
 #include "common/status.h"
 
 namespace pillar::agent {
@@ -55,15 +55,16 @@ struct AgentInfo {
 
 struct AgentCoreOptions {
   std::string node_name;
-  // modprobe the target modules when a protocol's configfs tree is absent.
-  bool load_modules = true;
+  // Loads a protocol's kernel target when its configfs tree is absent
+  // (modprobe on a real node, the simulator's Load in demos); null: never.
+  std::function<Status(Protocol)> load_target;
   std::string nqn_prefix = kDefaultNqnPrefix;
   std::string iqn_prefix = kDefaultIqnPrefix;
 };
 
 class AgentCore {
  public:
-  AgentCore(AgentCoreOptions options, Exec& exec, FencingMarks& marks);
+  AgentCore(AgentCoreOptions options, FencingMarks& marks);
 
   // Registration happens before serving; not thread-safe with serving.
   void AddPool(std::unique_ptr<Backend> backend);
@@ -111,7 +112,6 @@ class AgentCore {
   Status ValidateHosts(Protocol protocol, const std::vector<std::string>& hosts);
 
   AgentCoreOptions options_;
-  Exec& exec_;
   FencingMarks& marks_;
   std::map<std::string, std::unique_ptr<Backend>> pools_;
   std::map<Protocol, std::unique_ptr<Exporter>> exporters_;

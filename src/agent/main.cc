@@ -54,7 +54,7 @@ StatusOr<std::unique_ptr<Backend>> MakePool(const std::string& spec, Exec& exec,
     RETURN_IF_ERROR(validate::VolumeName("--pool thin pool", arg));
     return std::unique_ptr<Backend>(std::make_unique<LvmBackend>(name, arg, exec));
   }
-  if (kind == "zfs") return std::unique_ptr<Backend>(std::make_unique<ZfsBackend>(name, exec));
+  if (kind == "zfs") return std::unique_ptr<Backend>(std::make_unique<ZfsBackend>(name, exec, fs));
   return InvalidArgument("--pool " + name + ": unknown kind \"" + kind +
                          "\" (want file, lvm, lvm-thin or zfs)");
 }
@@ -123,9 +123,7 @@ int Run(int argc, char** argv) {
   if (simulate_configfs) {
     if (Status s = fs.MakeDirs(configfs_root); !s.ok()) return fail(s);
     sim = std::make_unique<ConfigfsSim>(configfs_root);
-    if (Status s = sim->CreateSkeleton(); !s.ok()) return fail(s);
     configfs = sim.get();
-    no_load_modules = true;
     log::Warn("configfs is SIMULATED: exports are written to a plain directory, no kernel target "
               "serves them", {{"root", configfs_root}});
   }
@@ -134,8 +132,29 @@ int Run(int argc, char** argv) {
   FencingMarks marks(fs, clock, state_dir + "/generations");
 
   core_opts.node_name = node_name;
-  core_opts.load_modules = !no_load_modules;
-  AgentCore core(core_opts, exec, marks);
+  if (sim) {
+    core_opts.load_target = [&sim](Protocol p) {
+      if (p == Protocol::kNvmeofTcp) return sim->LoadNvmet();
+      if (p == Protocol::kIscsi) return sim->LoadLio();
+      return Unavailable("nfsd cannot be simulated");
+    };
+  } else if (!no_load_modules) {
+    core_opts.load_target = [&exec](Protocol p) {
+      std::vector<std::string> modprobe;
+      if (p == Protocol::kNvmeofTcp) modprobe = {"modprobe", "-a", "nvmet", "nvmet-tcp"};
+      if (p == Protocol::kIscsi) {
+        modprobe = {"modprobe", "-a", "target_core_mod", "target_core_iblock", "iscsi_target_mod"};
+      }
+      if (modprobe.empty()) return Unavailable("nfsd is not running");
+      return exec.RunOk({modprobe, "", std::chrono::seconds(30)});
+    };
+  }
+  AgentCore core(core_opts, marks);
+  if (sim) {
+    // A simulated node boots with its targets loaded, as modules-load.d would.
+    if (Status s = sim->LoadNvmet(); !s.ok()) return fail(s);
+    if (Status s = sim->LoadLio(); !s.ok()) return fail(s);
+  }
   for (const auto& spec : pools) {
     auto pool = MakePool(spec, exec, fs);
     if (!pool.ok()) return fail(pool.status());
@@ -198,7 +217,7 @@ int Run(int argc, char** argv) {
   }
   stop_cv.notify_all();
   monitor.join();
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   log::Info("agent stopped");
   return 0;
 }

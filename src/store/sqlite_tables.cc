@@ -44,6 +44,10 @@ StatusOr<nlohmann::json> ParseColumn(const std::string& text, const std::string&
   return j;
 }
 
+Status NonStringLabel(const std::string& what, const std::string& key) {
+  return {Code::kDataLoss, what + " label " + key + " is not a string"};
+}
+
 // Columns: name, uid, rv, generation, created, deletion_ts, labels, spec, status.
 StatusOr<Object> ReadObjectRow(const SqliteStatement& row, const std::string& kind,
                                const std::optional<LabelSelector>& selector, bool* matched) {

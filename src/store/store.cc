@@ -1,5 +1,6 @@
 #include "store/store.h"
 
+#include <cstdint>
 #include <utility>
 
 namespace pillar::store {
@@ -8,6 +9,30 @@ namespace {
 bool IsControl(char c) {
   auto u = static_cast<unsigned char>(c);
   return u < 0x20 || u == 0x7f;
+}
+
+// Names and labels end up in JSON (event rows, the Kubernetes backend).
+bool IsUtf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    auto c = static_cast<unsigned char>(s[i]);
+    size_t len = c < 0x80           ? 1
+                 : (c >> 5) == 0x6  ? 2
+                 : (c >> 4) == 0xe  ? 3
+                 : (c >> 3) == 0x1e ? 4
+                                    : 0;
+    if (len == 0 || i + len > s.size()) return false;
+    uint32_t cp = len == 1 ? c : c & (0x7f >> len);
+    for (size_t k = 1; k < len; ++k) {
+      auto cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc >> 6) != 0x2) return false;
+      cp = (cp << 6) | (cc & 0x3f);
+    }
+    static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
+    i += len;
+  }
+  return true;
 }
 
 Status ValidateText(std::string_view field, std::string_view value, size_t max_len) {
@@ -21,6 +46,7 @@ Status ValidateText(std::string_view field, std::string_view value, size_t max_l
       return InvalidArgument(std::string(field) + " contains a NUL or control character");
     }
   }
+  if (!IsUtf8(value)) return InvalidArgument(std::string(field) + " is not valid UTF-8");
   return Status::Ok();
 }
 
@@ -94,6 +120,7 @@ Status ValidateLabels(const Labels& labels) {
         return InvalidArgument("label " + key + " has a NUL or control character in its value");
       }
     }
+    if (!IsUtf8(value)) return InvalidArgument("label " + key + " value is not valid UTF-8");
   }
   return Status::Ok();
 }

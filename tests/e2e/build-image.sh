@@ -87,7 +87,7 @@ main() {
   mirror="${PILLAR_E2E_MIRROR:-$(host_mirror "$SUITE" || true)}"
   [[ -n "$mirror" ]] || e2e_die "no apt source for $SUITE found in /etc/apt; set PILLAR_E2E_MIRROR"
   security="${PILLAR_E2E_SECURITY_MIRROR:-$(host_mirror "$SUITE-security" || true)}"
-  e2e_log "building guest image for kernel $kver from $mirror (this takes a few minutes)"
+  e2e_log "building guest image for kernel $kver (mirror $mirror)"
 
   WORK="$(mktemp -d "$E2E_CACHE/build.XXXXXX")"
   ROOT="$WORK/root"
@@ -150,7 +150,7 @@ build_base() {
   local broot="$WORK/base"
   local -a pkgs
   mapfile -t pkgs < <(e2e_guest_packages)
-  e2e_log "debootstrap $SUITE (minbase) ..."
+  e2e_log "debootstrap $SUITE (minbase) + guest packages: about a minute on an idle machine ..."
   debootstrap --variant=minbase --components=main \
     --keyring=/usr/share/keyrings/debian-archive-keyring.gpg \
     "$SUITE" "$broot" "$mirror" >"$WORK/debootstrap.log" 2>&1 ||

@@ -14,6 +14,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 STORAGE_IP=10.99.0.1
 CONSUMER_IP=10.99.0.11
 ONLY="${SMOKE_ONLY:-nvme iscsi nfs}"
+CHECK_T0=0
 PASSED=0
 FAILED=0
 declare -a SUMMARY=()
@@ -31,6 +32,7 @@ run_check() {
   local name="$1" fn="$2" t0 rc=0
   [[ " $ONLY " == *" $name "* ]] || return 0
   t0=$(e2e__now)
+  CHECK_T0=$t0
   e2e_log "check $name ..."
   # Asynchronous on purpose: in "( ... ) || rc=$?" bash would ignore errexit.
   (
@@ -47,6 +49,9 @@ run_check() {
     FAILED=$((FAILED + 1))
   fi
 }
+
+# step MESSAGE: progress line with the time since the check started.
+step() { echo "  [+$(e2e__ms_since "$CHECK_T0") ms] $*"; }
 
 # A sparse file on a loop device in the storage guest; prints the device.
 make_backing() {
@@ -98,6 +103,7 @@ check_nvme() {
     echo "$addr" >"$cfg/ports/1/addr_traddr"
     echo 4420 >"$cfg/ports/1/addr_trsvcid"
     ln -s "$sub" "$cfg/ports/1/subsystems/$nqn"' "$nqn" "$hostnqn" "$backing" "$STORAGE_IP"
+  step "nvmet subsystem, namespace ($backing), port $STORAGE_IP:4420 configured"
 
   vm_exec consumer-a modprobe -a nvme-tcp nvme-fabrics
   # A host NQN that is not in allowed_hosts must be refused.
@@ -106,7 +112,7 @@ check_nvme() {
     echo "  a foreign host NQN was admitted"
     return 1
   fi
-  echo "  foreign host NQN refused"
+  step "foreign host NQN refused"
   vm_exec consumer-a nvme connect -t tcp -a "$STORAGE_IP" -s 4420 -n "$nqn" --hostnqn="$hostnqn"
   # Map the namespace through sysfs (nvmeXnY: Y is not the NSID).
   dev="$(vm_sh consumer-a '
@@ -120,7 +126,7 @@ check_nvme() {
       sleep 0.1
     done
     exit 1' "$nqn")"
-  echo "  namespace 1 of $nqn is $dev on consumer-a"
+  step "connected: namespace 1 of $nqn is $dev on consumer-a"
   check_data_path "$dev" "$backing"
   vm_exec consumer-a nvme disconnect -n "$nqn"
 }
@@ -149,6 +155,7 @@ check_iscsi() {
     echo 0 >"$tpg/attrib/authentication"
     echo 0 >"$tpg/attrib/generate_node_acls"
     echo 1 >"$tpg/enable"' "$iqn" "$initiator" "$backing" "$STORAGE_IP"
+  step "LIO target, iblock LUN ($backing), portal, ACL for $initiator configured"
 
   vm_exec consumer-a modprobe -a iscsi_tcp sd_mod
   # An initiator IQN without an ACL must be refused. (Discovery through an
@@ -163,7 +170,7 @@ check_iscsi() {
     iscsiadm -m discovery -p "$2:3260" -o delete >/dev/null 2>&1 || true
     iscsiadm -m iface -I intruder -o delete >/dev/null
     exit 0' "$iqn" "$STORAGE_IP" || { echo "  a foreign initiator IQN was admitted"; return 1; }
-  echo "  foreign initiator IQN refused"
+  step "foreign initiator IQN refused"
   vm_exec consumer-a iscsiadm -m discovery -t sendtargets -p "$STORAGE_IP:3260" -I default | grep -F "$iqn"
   vm_exec consumer-a iscsiadm -m node -T "$iqn" -p "$STORAGE_IP:3260" -I default --login
   dev="$(vm_sh consumer-a '
@@ -177,7 +184,7 @@ check_iscsi() {
       sleep 0.1
     done
     exit 1' "$iqn")"
-  echo "  LUN 0 of $iqn is $dev on consumer-a"
+  step "logged in: LUN 0 of $iqn is $dev on consumer-a"
   check_data_path "$dev" "$backing"
   vm_exec consumer-a iscsiadm -m node -T "$iqn" -p "$STORAGE_IP:3260" --logout
 }
@@ -192,9 +199,11 @@ check_nfs() {
     echo "$1 $2(rw,sync,no_subtree_check,no_root_squash)" >/etc/exports.d/smoke.exports
     pillar-nfs-server start
     exportfs -v' "$export" "$CONSUMER_IP"
+  step "knfsd started, exported to $CONSUMER_IP"
   vm_exec consumer-a bash -c 'modprobe nfs && mkdir -p /mnt/smoke'
   vm_exec consumer-a --timeout 60 mount -t nfs4 -o vers=4.2,proto=tcp,timeo=50,retrans=2 \
     "$STORAGE_IP:$export" /mnt/smoke
+  step "mounted on consumer-a"
   sum_c="$(vm_sh consumer-a '
     head -c 4M /dev/urandom >/mnt/smoke/payload
     sync
@@ -204,6 +213,7 @@ check_nfs() {
   echo "  storage  $sum_s"
   [[ -n "$sum_c" && "$sum_c" == "$sum_s" ]]
   vm_exec consumer-a umount /mnt/smoke
+  step "data verified, unmounted"
   # From another address the export must be refused.
   vm_set_ip consumer-a eth0 10.99.0.12/24
   if vm_exec consumer-a --timeout 60 timeout 45 mount -t nfs4 -o vers=4.2,proto=tcp,timeo=50,retrans=2 \
@@ -211,7 +221,7 @@ check_nfs() {
     echo "  a client outside the export's address list could mount"
     return 1
   fi
-  echo "  client at 10.99.0.12 refused"
+  step "client at 10.99.0.12 refused"
   vm_set_ip consumer-a eth0 "$CONSUMER_IP/24"
 }
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <ostream>
 #include <string>
 
 #include "common/status.h"
@@ -32,6 +33,9 @@ struct StoreBackend {
 };
 
 // Each test gets a fresh directory and a store opened on it.
+// Test names and failure messages show the backend by name.
+inline void PrintTo(const StoreBackend& backend, std::ostream* os) { *os << backend.name; }
+
 class StoreConformanceTest : public ::testing::TestWithParam<StoreBackend> {
  protected:
   void SetUp() override;

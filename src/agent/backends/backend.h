@@ -39,11 +39,16 @@ class Backend {
   virtual std::vector<VolumeMode> modes() const = 0;
 
   // Creates the volume, or returns the existing one when it matches
-  // (same mode, size >= requested). A mismatch is ALREADY_EXISTS.
+  // (same mode, size >= requested). A mismatch is ALREADY_EXISTS. The size
+  // may be rounded up to the backend's allocation unit; the result carries
+  // the real size. `params` are backend parameters only: a key the backend
+  // does not know is INVALID_ARGUMENT, never silently ignored.
   virtual StatusOr<BackendVolume> Create(const std::string& name, int64_t size_bytes,
                                          VolumeMode mode,
                                          const std::map<std::string, std::string>& params) = 0;
-  // Grows to at least size_bytes; never shrinks (OUT_OF_RANGE for a shrink).
+  // Grows to at least size_bytes (rounded up as Create rounds). A request
+  // that rounds to the current size is a no-op, so a retry after a lost
+  // reply succeeds; one below it is a shrink: OUT_OF_RANGE, nothing changes.
   virtual StatusOr<BackendVolume> Expand(const std::string& name, int64_t size_bytes) = 0;
   // Deletes the volume; a missing volume is success.
   virtual Status Delete(const std::string& name) = 0;

@@ -73,6 +73,11 @@ StatusOr<nlohmann::json> ParseJsonOutput(const Command& cmd, const std::string& 
   return doc;
 }
 
+std::string TrimEnd(std::string text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  return text;
+}
+
 std::optional<int64_t> ParseCount(std::string_view text) {
   int64_t value = 0;
   const char* end = text.data() + text.size();

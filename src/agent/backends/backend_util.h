@@ -52,6 +52,8 @@ StatusOr<std::string> RunForOutput(Exec& exec, const Command& cmd);
 
 // Parses a tool's JSON output; INTERNAL naming the command on bad input.
 StatusOr<nlohmann::json> ParseJsonOutput(const Command& cmd, const std::string& out);
+// `text` without trailing newlines and spaces (tools end their output with one).
+std::string TrimEnd(std::string text);
 // A non-negative decimal integer, whole string; nullopt otherwise.
 std::optional<int64_t> ParseCount(std::string_view text);
 

@@ -22,24 +22,20 @@ bool IsLoopDevice(const std::string& path) {
   return std::regex_match(path, kLoop);
 }
 
-std::string TrimNewlines(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
-}
-
 }  // namespace
 
-StatusOr<std::unique_ptr<FileBackend>> FileBackend::Open(const std::string& pool,
-                                                         const std::string& dir, Exec& exec,
-                                                         Fs& fs) {
-  RETURN_IF_ERROR(validate::PoolName("pool", pool));
-  if (dir.empty() || dir.front() != '/' || dir.find("/../") != std::string::npos) {
-    return InvalidArgument("file pool " + pool + ": directory '" + dir + "' must be absolute");
+Status FileBackend::CheckConfig() const {
+  RETURN_IF_ERROR(validate::PoolName("pool", pool_));
+  if (dir_.empty() || dir_.front() != '/' || dir_.find("/../") != std::string::npos ||
+      dir_.ends_with("/..")) {
+    return InvalidArgument("file pool " + pool_ + ": directory '" + dir_ + "' must be absolute");
   }
-  if (!fs.IsDir(dir)) {
-    return FailedPrecondition("file pool " + pool + ": directory " + dir + " does not exist");
-  }
-  return std::unique_ptr<FileBackend>(new FileBackend(pool, dir, exec, fs));
+  return Status::Ok();
+}
+
+Status FileBackend::CheckName(const std::string& name) const {
+  RETURN_IF_ERROR(CheckConfig());
+  return backend_util::CheckVolumeName(name);
 }
 
 std::string FileBackend::ImagePath(const std::string& name) const {
@@ -112,7 +108,7 @@ StatusOr<BackendVolume> FileBackend::CreateDir(const std::string& name, int64_t 
 StatusOr<BackendVolume> FileBackend::Create(const std::string& name, int64_t size_bytes,
                                             VolumeMode mode,
                                             const std::map<std::string, std::string>& params) {
-  RETURN_IF_ERROR(backend_util::CheckVolumeName(name));
+  RETURN_IF_ERROR(CheckName(name));
   RETURN_IF_ERROR(backend_util::CheckSize(Id(name), size_bytes));
   RETURN_IF_ERROR(backend_util::CheckMode(*this, mode));
   RETURN_IF_ERROR(backend_util::CheckParamKeys(kind(), params, {}));
@@ -129,7 +125,7 @@ StatusOr<BackendVolume> FileBackend::Create(const std::string& name, int64_t siz
 }
 
 StatusOr<BackendVolume> FileBackend::Expand(const std::string& name, int64_t size_bytes) {
-  RETURN_IF_ERROR(backend_util::CheckVolumeName(name));
+  RETURN_IF_ERROR(CheckName(name));
   RETURN_IF_ERROR(backend_util::CheckSize(Id(name), size_bytes));
   std::lock_guard<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(BackendVolume vol, FindOrNotFound(name));
@@ -156,7 +152,7 @@ StatusOr<BackendVolume> FileBackend::Expand(const std::string& name, int64_t siz
 }
 
 Status FileBackend::Delete(const std::string& name) {
-  RETURN_IF_ERROR(backend_util::CheckVolumeName(name));
+  RETURN_IF_ERROR(CheckName(name));
   std::lock_guard<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(std::optional<BackendVolume> vol, Find(name));
   if (vol && vol->mode == VolumeMode::kBlock) {
@@ -170,11 +166,12 @@ Status FileBackend::Delete(const std::string& name) {
 }
 
 StatusOr<BackendVolume> FileBackend::Get(const std::string& name) {
-  RETURN_IF_ERROR(backend_util::CheckVolumeName(name));
+  RETURN_IF_ERROR(CheckName(name));
   return FindOrNotFound(name);
 }
 
 StatusOr<std::vector<BackendVolume>> FileBackend::List() {
+  RETURN_IF_ERROR(CheckConfig());
   ASSIGN_OR_RETURN(std::vector<DirEntry> entries, fs_.ListDir(dir_));
   std::vector<BackendVolume> out;
   for (const auto& e : entries) {
@@ -198,12 +195,13 @@ StatusOr<std::vector<BackendVolume>> FileBackend::List() {
 }
 
 StatusOr<PoolCapacity> FileBackend::Capacity() {
+  RETURN_IF_ERROR(CheckConfig());
   ASSIGN_OR_RETURN(FsCapacity cap, fs_.StatVfs(dir_));
   return PoolCapacity{cap.total_bytes, cap.available_bytes};
 }
 
 StatusOr<std::string> FileBackend::Expose(const std::string& name, VolumeMode mode) {
-  RETURN_IF_ERROR(backend_util::CheckVolumeName(name));
+  RETURN_IF_ERROR(CheckName(name));
   std::lock_guard<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(BackendVolume vol, FindOrNotFound(name));
   if (vol.mode != mode) {
@@ -218,7 +216,7 @@ StatusOr<std::string> FileBackend::Expose(const std::string& name, VolumeMode mo
   Command attach{
       {"losetup", "--find", "--show", "--direct-io=on", "--", image}, "", kChangeTimeout};
   ASSIGN_OR_RETURN(std::string out, backend_util::RunForOutput(exec_, attach));
-  std::string dev = TrimNewlines(out);
+  std::string dev = backend_util::TrimEnd(out);
   if (!IsLoopDevice(dev)) {
     return Internal("'" + attach.ToString() + "' printed '" + dev + "', not a loop device");
   }
@@ -226,7 +224,7 @@ StatusOr<std::string> FileBackend::Expose(const std::string& name, VolumeMode mo
 }
 
 Status FileBackend::Unexpose(const std::string& name) {
-  RETURN_IF_ERROR(backend_util::CheckVolumeName(name));
+  RETURN_IF_ERROR(CheckName(name));
   std::lock_guard<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(std::optional<BackendVolume> vol, Find(name));
   if (!vol || vol->mode != VolumeMode::kBlock) return Status::Ok();
@@ -241,7 +239,7 @@ StatusOr<std::vector<std::string>> FileBackend::LoopDevicesOf(const std::string&
   ASSIGN_OR_RETURN(std::string out, backend_util::RunForOutput(exec_, list));
   std::vector<std::string> devices;
   // Older util-linux prints nothing at all when no device matches.
-  if (TrimNewlines(out).empty()) return devices;
+  if (backend_util::TrimEnd(out).empty()) return devices;
   ASSIGN_OR_RETURN(nlohmann::json doc, backend_util::ParseJsonOutput(list, out));
   if (!doc.is_object() || !doc.contains("loopdevices") || !doc["loopdevices"].is_array()) {
     return Internal("output of '" + list.ToString() + "' has no \"loopdevices\" list");

@@ -6,7 +6,6 @@
 // sidecar <dir>/.pillar/<name>.json: it is what was asked for, not enforced.
 #pragma once
 
-#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -20,10 +19,11 @@ namespace pillar::agent {
 
 class FileBackend : public Backend {
  public:
-  // `pool` must pass validate::PoolName and `dir` be an absolute path to an
-  // existing directory; both are checked here, once, before anything runs.
-  static StatusOr<std::unique_ptr<FileBackend>> Open(const std::string& pool,
-                                                     const std::string& dir, Exec& exec, Fs& fs);
+  // `pool` should pass validate::PoolName and `dir` be an absolute path to
+  // a directory; every operation re-checks both (cheaply) and refuses to run
+  // anything when they do not, so a bad configuration can never reach a path.
+  FileBackend(std::string pool, std::string dir, Exec& exec, Fs& fs)
+      : pool_(std::move(pool)), dir_(std::move(dir)), exec_(exec), fs_(fs) {}
 
   const std::string& pool() const override { return pool_; }
   std::string kind() const override { return "file"; }
@@ -46,9 +46,8 @@ class FileBackend : public Backend {
   Status Unexpose(const std::string& name) override;
 
  private:
-  FileBackend(std::string pool, std::string dir, Exec& exec, Fs& fs)
-      : pool_(std::move(pool)), dir_(std::move(dir)), exec_(exec), fs_(fs) {}
-
+  Status CheckConfig() const;
+  Status CheckName(const std::string& name) const;
   std::string Id(const std::string& name) const { return pool_ + "/" + name; }
   std::string ImagePath(const std::string& name) const;
   std::string DirPath(const std::string& name) const;

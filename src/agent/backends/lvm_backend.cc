@@ -74,14 +74,18 @@ constexpr size_t kAttrState = 4;
 
 }  // namespace
 
-StatusOr<std::unique_ptr<LvmBackend>> LvmBackend::Open(const std::string& vg,
-                                                       const std::string& thin_pool, Exec& exec) {
-  RETURN_IF_ERROR(validate::PoolName("pool", vg));
-  if (vg.find('/') != std::string::npos) {
-    return InvalidArgument("lvm pool '" + vg + "': a volume group name has no '/'");
+Status LvmBackend::CheckConfig() const {
+  RETURN_IF_ERROR(validate::PoolName("pool", vg_));
+  if (vg_.find('/') != std::string::npos) {
+    return InvalidArgument("lvm pool '" + vg_ + "': a volume group name has no '/'");
   }
-  if (!thin_pool.empty()) RETURN_IF_ERROR(validate::VolumeName("thin pool", thin_pool));
-  return std::unique_ptr<LvmBackend>(new LvmBackend(vg, thin_pool, exec));
+  if (!thin_pool_.empty()) RETURN_IF_ERROR(validate::VolumeName("thin pool", thin_pool_));
+  return Status::Ok();
+}
+
+Status LvmBackend::CheckName(const std::string& name) const {
+  RETURN_IF_ERROR(CheckConfig());
+  return backend_util::CheckVolumeName(name);
 }
 
 bool LvmBackend::IsOurs(const LvRow& row) const {
@@ -141,7 +145,7 @@ StatusOr<LvmBackend::LvRow> LvmBackend::FindVolumeRow(const std::string& name) {
 StatusOr<BackendVolume> LvmBackend::Create(const std::string& name, int64_t size_bytes,
                                            VolumeMode mode,
                                            const std::map<std::string, std::string>& params) {
-  RETURN_IF_ERROR(backend_util::CheckVolumeName(name));
+  RETURN_IF_ERROR(CheckName(name));
   RETURN_IF_ERROR(backend_util::CheckSize(Id(name), size_bytes));
   RETURN_IF_ERROR(backend_util::CheckMode(*this, mode));
   RETURN_IF_ERROR(backend_util::CheckParamKeys(kind(), params, {}));
@@ -174,7 +178,7 @@ StatusOr<BackendVolume> LvmBackend::Create(const std::string& name, int64_t size
 }
 
 StatusOr<BackendVolume> LvmBackend::Expand(const std::string& name, int64_t size_bytes) {
-  RETURN_IF_ERROR(backend_util::CheckVolumeName(name));
+  RETURN_IF_ERROR(CheckName(name));
   RETURN_IF_ERROR(backend_util::CheckSize(Id(name), size_bytes));
   std::lock_guard<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(LvRow row, FindVolumeRow(name));
@@ -190,7 +194,7 @@ StatusOr<BackendVolume> LvmBackend::Expand(const std::string& name, int64_t size
 }
 
 Status LvmBackend::Delete(const std::string& name) {
-  RETURN_IF_ERROR(backend_util::CheckVolumeName(name));
+  RETURN_IF_ERROR(CheckName(name));
   std::lock_guard<std::mutex> lock(mu_);
   StatusOr<LvRow> row = FindVolumeRow(name);
   if (row.status().code() == Code::kNotFound) return Status::Ok();
@@ -200,12 +204,13 @@ Status LvmBackend::Delete(const std::string& name) {
 }
 
 StatusOr<BackendVolume> LvmBackend::Get(const std::string& name) {
-  RETURN_IF_ERROR(backend_util::CheckVolumeName(name));
+  RETURN_IF_ERROR(CheckName(name));
   ASSIGN_OR_RETURN(LvRow row, FindVolumeRow(name));
   return ToVolume(row);
 }
 
 StatusOr<std::vector<BackendVolume>> LvmBackend::List() {
+  RETURN_IF_ERROR(CheckConfig());
   ASSIGN_OR_RETURN(std::vector<LvRow> rows, ListRows());
   std::vector<BackendVolume> out;
   for (const auto& row : rows) {
@@ -217,6 +222,7 @@ StatusOr<std::vector<BackendVolume>> LvmBackend::List() {
 }
 
 StatusOr<PoolCapacity> LvmBackend::Capacity() {
+  RETURN_IF_ERROR(CheckConfig());
   if (thin_pool_.empty()) {
     Command cmd = Lvm({"vgs", "--reportformat", "json", "--units", "b", "--nosuffix", "-o",
                        "vg_name,vg_size,vg_free", "--", vg_},
@@ -254,7 +260,7 @@ StatusOr<PoolCapacity> LvmBackend::Capacity() {
 }
 
 StatusOr<std::string> LvmBackend::Expose(const std::string& name, VolumeMode mode) {
-  RETURN_IF_ERROR(backend_util::CheckVolumeName(name));
+  RETURN_IF_ERROR(CheckName(name));
   RETURN_IF_ERROR(backend_util::CheckMode(*this, mode));
   std::lock_guard<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(LvRow row, FindVolumeRow(name));
@@ -265,6 +271,6 @@ StatusOr<std::string> LvmBackend::Expose(const std::string& name, VolumeMode mod
   return DevicePath(name);
 }
 
-Status LvmBackend::Unexpose(const std::string& name) { return backend_util::CheckVolumeName(name); }
+Status LvmBackend::Unexpose(const std::string& name) { return CheckName(name); }
 
 }  // namespace pillar::agent

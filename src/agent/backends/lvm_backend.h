@@ -8,7 +8,6 @@
 // never changed, so a request can never remove or resize what it did not make.
 #pragma once
 
-#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -21,11 +20,12 @@ namespace pillar::agent {
 
 class LvmBackend : public Backend {
  public:
-  // `vg` (the pool name) must pass validate::PoolName without '/', and a
+  // `vg` (the pool name) should pass validate::PoolName without '/', and a
   // non-empty `thin_pool` (an LV of vg) validate::VolumeName; an empty one
-  // makes a linear backend.
-  static StatusOr<std::unique_ptr<LvmBackend>> Open(const std::string& vg,
-                                                    const std::string& thin_pool, Exec& exec);
+  // makes a linear backend. Every operation re-checks them and runs nothing
+  // when they are invalid.
+  LvmBackend(std::string vg, std::string thin_pool, Exec& exec)
+      : vg_(std::move(vg)), thin_pool_(std::move(thin_pool)), exec_(exec) {}
 
   const std::string& pool() const override { return vg_; }
   std::string kind() const override { return thin_pool_.empty() ? "lvm" : "lvm-thin"; }
@@ -59,9 +59,8 @@ class LvmBackend : public Backend {
   };
 
  private:
-  LvmBackend(std::string vg, std::string thin_pool, Exec& exec)
-      : vg_(std::move(vg)), thin_pool_(std::move(thin_pool)), exec_(exec) {}
-
+  Status CheckConfig() const;
+  Status CheckName(const std::string& name) const;
   std::string Id(const std::string& name) const { return vg_ + "/" + name; }
   std::string DevicePath(const std::string& name) const { return "/dev/" + vg_ + "/" + name; }
   bool IsOurs(const LvRow& row) const;

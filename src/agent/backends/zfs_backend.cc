@@ -27,9 +27,16 @@ Command Zfs(std::vector<std::string> argv, std::chrono::seconds timeout) {
   return Command{std::move(argv), "", timeout};
 }
 
-std::string Trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
+std::vector<std::string> Lines(const std::string& out) {
+  std::vector<std::string> lines;
+  size_t pos = 0;
+  while (pos < out.size()) {
+    size_t eol = out.find('\n', pos);
+    if (eol == std::string::npos) eol = out.size();
+    if (eol > pos) lines.push_back(out.substr(pos, eol - pos));
+    pos = eol + 1;
+  }
+  return lines;
 }
 
 Status CheckParamValue(const std::string& key, const std::string& value) {
@@ -78,9 +85,10 @@ StatusOr<int64_t> ParseVolBlockSize(const std::string& text) {
   return bytes;
 }
 
-// A numeric column of `zfs list -p`; "-" where the property does not apply.
+// A numeric column of `zfs list -p`: "-" where the property does not apply,
+// and "none" (printed as 0 by -p, but cheap to accept) count as 0.
 StatusOr<int64_t> NumberColumn(const Command& cmd, const std::string& text, const char* column) {
-  if (text == "-") return 0;
+  if (text == "-" || text == "none") return 0;
   std::optional<int64_t> n = backend_util::ParseCount(text);
   if (!n) {
     return Internal("output of '" + cmd.ToString() + "': " + column + " '" + text +
@@ -91,10 +99,9 @@ StatusOr<int64_t> NumberColumn(const Command& cmd, const std::string& text, cons
 
 }  // namespace
 
-StatusOr<std::unique_ptr<ZfsBackend>> ZfsBackend::Open(const std::string& dataset, Exec& exec,
-                                                       Fs& fs) {
-  RETURN_IF_ERROR(validate::PoolName("pool", dataset));
-  return std::unique_ptr<ZfsBackend>(new ZfsBackend(dataset, exec, fs));
+Status ZfsBackend::CheckName(const std::string& name) const {
+  RETURN_IF_ERROR(CheckConfig());
+  return backend_util::CheckVolumeName(name);
 }
 
 BackendVolume ZfsBackend::ToVolume(const DatasetRow& row) const {
@@ -112,13 +119,7 @@ StatusOr<std::vector<ZfsBackend::DatasetRow>> ZfsBackend::ListRows() {
                     kQueryTimeout);
   ASSIGN_OR_RETURN(std::string out, backend_util::RunForOutput(exec_, cmd));
   std::vector<DatasetRow> rows;
-  size_t pos = 0;
-  while (pos < out.size()) {
-    size_t eol = out.find('\n', pos);
-    if (eol == std::string::npos) eol = out.size();
-    std::string line = out.substr(pos, eol - pos);
-    pos = eol + 1;
-    if (line.empty()) continue;
+  for (const std::string& line : Lines(out)) {
     std::vector<std::string> cols;
     size_t start = 0;
     while (cols.size() < 5) {
@@ -180,7 +181,7 @@ StatusOr<ZfsBackend::DatasetRow> ZfsBackend::FindRowOrNotFound(const std::string
 StatusOr<BackendVolume> ZfsBackend::Create(const std::string& name, int64_t size_bytes,
                                            VolumeMode mode,
                                            const std::map<std::string, std::string>& params) {
-  RETURN_IF_ERROR(backend_util::CheckVolumeName(name));
+  RETURN_IF_ERROR(CheckName(name));
   RETURN_IF_ERROR(backend_util::CheckSize(Id(name), size_bytes));
   RETURN_IF_ERROR(backend_util::CheckMode(*this, mode));
   RETURN_IF_ERROR(CheckParams(mode, params));
@@ -221,7 +222,7 @@ StatusOr<BackendVolume> ZfsBackend::Create(const std::string& name, int64_t size
 }
 
 StatusOr<BackendVolume> ZfsBackend::Expand(const std::string& name, int64_t size_bytes) {
-  RETURN_IF_ERROR(backend_util::CheckVolumeName(name));
+  RETURN_IF_ERROR(CheckName(name));
   RETURN_IF_ERROR(backend_util::CheckSize(Id(name), size_bytes));
   std::lock_guard<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(DatasetRow row, FindRowOrNotFound(name));
@@ -242,14 +243,14 @@ StatusOr<BackendVolume> ZfsBackend::Expand(const std::string& name, int64_t size
 }
 
 Status ZfsBackend::Delete(const std::string& name) {
-  RETURN_IF_ERROR(backend_util::CheckVolumeName(name));
+  RETURN_IF_ERROR(CheckName(name));
   std::lock_guard<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(std::optional<DatasetRow> row, FindRow(name));
   if (!row) return Status::Ok();
   Command cmd = Zfs({"destroy", "--", Id(name)}, kChangeTimeout);
   ASSIGN_OR_RETURN(ExecResult r, exec_.Run(cmd));
   if (r.exit_code == 0) return Status::Ok();
-  std::string msg = Trim(r.err.empty() ? r.out : r.err);
+  std::string msg = backend_util::TrimEnd(r.err.empty() ? r.out : r.err);
   if (msg.find("does not exist") != std::string::npos) return Status::Ok();  // gone meanwhile
   std::string what = "volume " + Id(name) + ": '" + cmd.ToString() + "' refused: " + msg;
   for (const char* blocker : {"has children", "dependent clones", "busy"}) {
@@ -259,12 +260,13 @@ Status ZfsBackend::Delete(const std::string& name) {
 }
 
 StatusOr<BackendVolume> ZfsBackend::Get(const std::string& name) {
-  RETURN_IF_ERROR(backend_util::CheckVolumeName(name));
+  RETURN_IF_ERROR(CheckName(name));
   ASSIGN_OR_RETURN(DatasetRow row, FindRowOrNotFound(name));
   return ToVolume(row);
 }
 
 StatusOr<std::vector<BackendVolume>> ZfsBackend::List() {
+  RETURN_IF_ERROR(CheckConfig());
   ASSIGN_OR_RETURN(std::vector<DatasetRow> rows, ListRows());
   std::vector<BackendVolume> out;
   out.reserve(rows.size());
@@ -273,18 +275,14 @@ StatusOr<std::vector<BackendVolume>> ZfsBackend::List() {
 }
 
 StatusOr<PoolCapacity> ZfsBackend::Capacity() {
+  RETURN_IF_ERROR(CheckConfig());
   // -o property,value rather than value alone: rows are matched by name, not
   // by the order zfs happens to print them in.
   Command cmd =
       Zfs({"get", "-Hp", "-o", "property,value", "available,used", "--", dataset_}, kQueryTimeout);
   ASSIGN_OR_RETURN(std::string out, backend_util::RunForOutput(exec_, cmd));
   std::optional<int64_t> available, used;
-  size_t pos = 0;
-  while (pos < out.size()) {
-    size_t eol = out.find('\n', pos);
-    if (eol == std::string::npos) eol = out.size();
-    std::string line = out.substr(pos, eol - pos);
-    pos = eol + 1;
+  for (const std::string& line : Lines(out)) {
     size_t tab = line.find('\t');
     if (tab == std::string::npos) continue;
     std::string prop = line.substr(0, tab);
@@ -299,7 +297,7 @@ StatusOr<PoolCapacity> ZfsBackend::Capacity() {
 }
 
 StatusOr<std::string> ZfsBackend::Expose(const std::string& name, VolumeMode mode) {
-  RETURN_IF_ERROR(backend_util::CheckVolumeName(name));
+  RETURN_IF_ERROR(CheckName(name));
   std::lock_guard<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(DatasetRow row, FindRowOrNotFound(name));
   if (row.mode != mode) {
@@ -323,7 +321,7 @@ StatusOr<std::string> ZfsBackend::ExposeFilesystem(const DatasetRow& row) {
   Command mounted =
       Zfs({"get", "-Hp", "-o", "value", "mounted", "--", Id(row.name)}, kQueryTimeout);
   ASSIGN_OR_RETURN(std::string out, backend_util::RunForOutput(exec_, mounted));
-  std::string answer = Trim(out);
+  std::string answer = backend_util::TrimEnd(out);
   if (answer == "no") {
     RETURN_IF_ERROR(exec_.RunOk(Zfs({"mount", "--", Id(row.name)}, kChangeTimeout)));
   } else if (answer != "yes") {
@@ -332,6 +330,6 @@ StatusOr<std::string> ZfsBackend::ExposeFilesystem(const DatasetRow& row) {
   return row.mountpoint;
 }
 
-Status ZfsBackend::Unexpose(const std::string& name) { return backend_util::CheckVolumeName(name); }
+Status ZfsBackend::Unexpose(const std::string& name) { return CheckName(name); }
 
 }  // namespace pillar::agent

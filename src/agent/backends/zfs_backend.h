@@ -7,7 +7,6 @@
 // zvol without refreservation); anything else is INVALID_ARGUMENT.
 #pragma once
 
-#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -16,14 +15,17 @@
 #include "agent/backends/backend.h"
 #include "common/exec.h"
 #include "common/fs.h"
+#include "common/validate.h"
 
 namespace pillar::agent {
 
 class ZfsBackend : public Backend {
  public:
-  // `dataset` must pass validate::PoolName. `fs` is only used to see whether
-  // a zvol's device node has appeared yet.
-  static StatusOr<std::unique_ptr<ZfsBackend>> Open(const std::string& dataset, Exec& exec, Fs& fs);
+  // `dataset` should pass validate::PoolName; every operation re-checks it
+  // and runs nothing when it does not. `fs` is only used to see whether a
+  // zvol's device node has appeared yet.
+  ZfsBackend(std::string dataset, Exec& exec, Fs& fs)
+      : dataset_(std::move(dataset)), exec_(exec), fs_(fs) {}
 
   const std::string& pool() const override { return dataset_; }
   std::string kind() const override { return "zfs"; }
@@ -59,9 +61,8 @@ class ZfsBackend : public Backend {
   };
 
  private:
-  ZfsBackend(std::string dataset, Exec& exec, Fs& fs)
-      : dataset_(std::move(dataset)), exec_(exec), fs_(fs) {}
-
+  Status CheckConfig() const { return validate::PoolName("pool", dataset_); }
+  Status CheckName(const std::string& name) const;
   std::string Id(const std::string& name) const { return dataset_ + "/" + name; }
   BackendVolume ToVolume(const DatasetRow& row) const;
   StatusOr<std::vector<DatasetRow>> ListRows();

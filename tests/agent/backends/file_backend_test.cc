@@ -7,6 +7,7 @@
 
 #include <fstream>
 
+#include "agent/backends/backend_test_util.h"
 #include "common/fake_exec.h"
 #include "common/temp_dir.h"
 
@@ -31,9 +32,7 @@ constexpr char kNoLoops[] = "{\n   \"loopdevices\": [\n\n   ]\n}\n";
 class FileBackendTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto opened = FileBackend::Open("images", tmp_.path(), exec_, fs_);
-    ASSERT_TRUE(opened.ok()) << opened.status().ToString();
-    backend_ = std::move(opened).value();
+    backend_ = std::make_unique<FileBackend>("images", tmp_.path(), exec_, fs_);
   }
 
   std::string Image(const std::string& name) { return tmp_.Sub(name + ".img"); }
@@ -48,21 +47,27 @@ class FileBackendTest : public ::testing::Test {
   std::unique_ptr<FileBackend> backend_;
 };
 
-TEST(FileBackendOpenTest, RefusesBadPoolNamesAndDirectories) {
+TEST(FileBackendConfigTest, BadPoolNamesAndDirectoriesRefuseEverything) {
   testing::TempDir tmp;
   PosixFs fs;
   testing::FakeExec exec;
   for (const char* bad : {"../x", "-rf", "a;b", "", "a//b"}) {
-    EXPECT_EQ(FileBackend::Open(bad, tmp.path(), exec, fs).status().code(), Code::kInvalidArgument)
-        << bad;
+    SCOPED_TRACE(bad);
+    FileBackend b(bad, tmp.path(), exec, fs);
+    ExpectEveryOperationRefused(b);
   }
-  EXPECT_EQ(FileBackend::Open("p", "relative/dir", exec, fs).status().code(),
-            Code::kInvalidArgument);
-  EXPECT_EQ(FileBackend::Open("p", tmp.path() + "/../x", exec, fs).status().code(),
-            Code::kInvalidArgument);
-  EXPECT_EQ(FileBackend::Open("p", tmp.Sub("missing"), exec, fs).status().code(),
-            Code::kFailedPrecondition);
+  for (const std::string& dir :
+       {std::string("relative/dir"), tmp.path() + "/../x", tmp.path() + "/.."}) {
+    SCOPED_TRACE(dir);
+    FileBackend b("p", dir, exec, fs);
+    ExpectEveryOperationRefused(b);
+  }
   EXPECT_THAT(exec.calls(), IsEmpty());
+  EXPECT_THAT(*fs.ListDir(tmp.path()), IsEmpty());
+
+  FileBackend missing("p", tmp.Sub("missing"), exec, fs);
+  EXPECT_EQ(missing.List().status().code(), Code::kNotFound);
+  EXPECT_EQ(missing.Capacity().status().code(), Code::kNotFound);
 }
 
 TEST_F(FileBackendTest, RefusesBadVolumeNamesBeforeTouchingAnything) {
@@ -359,9 +364,8 @@ TEST_F(FileBackendTest, MalformedLosetupJsonIsInternal) {
     SCOPED_TRACE(bad);
     testing::FakeExec exec;
     exec.OnOutput({"losetup", "--list"}, bad);
-    auto backend = FileBackend::Open("images", tmp_.path(), exec, fs_);
-    ASSERT_TRUE(backend.ok());
-    auto r = (*backend)->Expose("vol-1", VolumeMode::kBlock);
+    FileBackend backend("images", tmp_.path(), exec, fs_);
+    auto r = backend.Expose("vol-1", VolumeMode::kBlock);
     EXPECT_EQ(r.status().code(), Code::kInternal);
     EXPECT_THAT(r.status().message(), HasSubstr("losetup --list"));
     EXPECT_EQ(exec.calls().size(), 1u);  // never attached on a bad read
@@ -394,9 +398,7 @@ TEST_F(FileBackendTest, RealLoopDeviceAttachReuseGrowDetach) {
     GTEST_SKIP() << "needs root and /dev/loop-control";
   }
   SystemExec exec;
-  auto opened = FileBackend::Open("images", tmp_.path(), exec, fs_);
-  ASSERT_TRUE(opened.ok());
-  auto& backend = *opened;
+  auto backend = std::make_unique<FileBackend>("images", tmp_.path(), exec, fs_);
   ASSERT_TRUE(backend->Create("real", 64 * kMiB, VolumeMode::kBlock, {}).ok());
   struct Detach {
     FileBackend* b;

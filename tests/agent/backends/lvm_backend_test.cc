@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "agent/backends/backend_test_util.h"
 #include "common/fake_exec.h"
 
 namespace pillar::agent {
@@ -14,11 +15,6 @@ using ::testing::IsEmpty;
 
 constexpr int64_t kGiB = int64_t{1} << 30;
 
-template <typename T>
-T Must(StatusOr<T> v) {
-  EXPECT_TRUE(v.ok()) << v.status().ToString();
-  return std::move(v).value();
-}
 constexpr int64_t kMiB = int64_t{1} << 20;
 
 // lvm2 2.03.16 (Debian 12) JSON reports. The layout, indentation and the
@@ -64,8 +60,8 @@ constexpr char kLvsCmd[] =
 
 class LvmBackendTest : public ::testing::Test {
  protected:
-  std::unique_ptr<LvmBackend> Linear() { return Must(LvmBackend::Open("vg0", "", exec_)); }
-  std::unique_ptr<LvmBackend> Thin() { return Must(LvmBackend::Open("vg0", "tp", exec_)); }
+  std::unique_ptr<LvmBackend> Linear() { return std::make_unique<LvmBackend>("vg0", "", exec_); }
+  std::unique_ptr<LvmBackend> Thin() { return std::make_unique<LvmBackend>("vg0", "tp", exec_); }
   // lvs answers `before` until a command named `change` ran, then `after`.
   void OnLvsChangingAfter(const std::string& change, const std::string& before,
                           const std::string& after) {
@@ -82,12 +78,15 @@ class LvmBackendTest : public ::testing::Test {
   testing::FakeExec exec_;
 };
 
-TEST_F(LvmBackendTest, OpenRefusesBadNames) {
-  for (const char* bad : {"../x", "-rf", "a;b", "", "vg0/sub"}) {
-    EXPECT_EQ(LvmBackend::Open(bad, "", exec_).status().code(), Code::kInvalidArgument) << bad;
+TEST_F(LvmBackendTest, BadVgOrThinPoolNamesRefuseEverything) {
+  std::vector<std::pair<std::string, std::string>> bad = {
+      {"../x", ""},    {"-rf", ""},    {"a;b", ""},     {"", ""},
+      {"vg0/sub", ""}, {"vg0", "-rf"}, {"vg0", "tp/x"}, {"vg0", "a;b"}};
+  for (const auto& [vg, thin] : bad) {
+    SCOPED_TRACE(vg + " " + thin);
+    LvmBackend b(vg, thin, exec_);
+    ExpectEveryOperationRefused(b);
   }
-  EXPECT_EQ(LvmBackend::Open("vg0", "-rf", exec_).status().code(), Code::kInvalidArgument);
-  EXPECT_EQ(LvmBackend::Open("vg0", "tp/x", exec_).status().code(), Code::kInvalidArgument);
   EXPECT_EQ(Linear()->kind(), "lvm");
   EXPECT_EQ(Thin()->kind(), "lvm-thin");
   EXPECT_THAT(exec_.calls(), IsEmpty());
@@ -301,7 +300,7 @@ TEST_F(LvmBackendTest, MalformedReportsAreInternalAndNameTheCommand) {
     SCOPED_TRACE(bad);
     testing::FakeExec exec;
     exec.OnOutput({"lvs"}, bad);
-    auto b = Must(LvmBackend::Open("vg0", "", exec));
+    auto b = std::make_unique<LvmBackend>("vg0", "", exec);
     auto r = b->Get("vol-1");
     EXPECT_EQ(r.status().code(), Code::kInternal);
     EXPECT_THAT(r.status().message(), HasSubstr("lvs --reportformat json"));

@@ -1,0 +1,64 @@
+// A block-device attacher: connects this host to a remote target (NVMe-oF
+// subsystem, iSCSI target), finds the local block device of the volume in
+// sysfs, and disconnects. One implementation per protocol; the node service
+// only sees this interface.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "common/status.h"
+
+namespace pillar::node {
+
+// Where a volume lives, from the volume / publish context (validated).
+struct RemoteTarget {
+  std::string protocol;   // "nvmeof-tcp" | "iscsi" | "nfs"
+  std::string target_id;  // subsystem NQN | target IQN | exported path
+  std::string address;    // numeric IP
+  int port = 0;
+  int64_t nsid = 1;       // NVMe namespace id (pillar exports one namespace, id 1)
+  int64_t lun = 0;        // iSCSI LUN (pillar exports LUN 0)
+  std::optional<int> ctrl_loss_tmo;    // nvme connect --ctrl-loss-tmo
+  std::optional<int> reconnect_delay;  // nvme connect --reconnect-delay
+
+  // Volumes with the same key share a connection (subsystem / session).
+  std::string ConnectionKey() const { return protocol + "|" + target_id; }
+};
+
+struct DeviceHealth {
+  bool connected = false;  // a live controller / session to the target exists
+  std::string device;      // "/dev/nvme0n1" when present
+  std::string problem;     // why it is unhealthy, empty when healthy
+};
+
+class BlockAttacher {
+ public:
+  virtual ~BlockAttacher() = default;
+  // Connects when not connected, then waits for the device (rescanning a
+  // connected target whose device is missing) until a deadline. Returns the
+  // device path. Idempotent.
+  virtual StatusOr<std::string> Attach(const RemoteTarget& t) = 0;
+  // Disconnects the target; "not connected" is success.
+  virtual Status Detach(const RemoteTarget& t) = 0;
+  // Reads sysfs only: no command runs.
+  virtual DeviceHealth Check(const RemoteTarget& t) = 0;
+  // One self-healing step: reconnect a lost connection, rescan a connected
+  // target whose device is missing. Never disconnects.
+  virtual Status Heal(const RemoteTarget& t) = 0;
+  // Asks the kernel to re-read the target's namespaces / LUNs (sizes after
+  // an expansion, missing devices).
+  virtual Status Rescan(const RemoteTarget& t) = 0;
+};
+
+struct AttachOptions {
+  // How long Attach waits for the device after connecting.
+  int64_t device_timeout_ms = 30000;
+  int64_t poll_interval_ms = 500;
+  // A connected target whose device is still missing after this long is
+  // rescanned (and again every time this much more has passed).
+  int64_t rescan_after_ms = 2000;
+};
+
+}  // namespace pillar::node

@@ -1,0 +1,251 @@
+#include "node/attach/iscsi.h"
+
+#include <algorithm>
+#include <charconv>
+
+#include "common/log.h"
+#include "common/validate.h"
+#include "node/attach/sysfs_util.h"
+
+namespace pillar::node {
+namespace {
+
+constexpr std::chrono::seconds kIscsiadmTimeout{60};
+// iscsiadm exit codes (open-iscsi include/iscsi_err.h).
+constexpr int kErrSessionExists = 15;
+constexpr int kErrNoObjectsFound = 21;
+
+Status ValidateTarget(const RemoteTarget& t) {
+  RETURN_IF_ERROR(validate::Iqn("targetID", t.target_id));
+  RETURN_IF_ERROR(validate::IpAddress("address", t.address));
+  RETURN_IF_ERROR(validate::Port("port", t.port));
+  if (t.lun < 0 || t.lun > 16383) return InvalidArgument("lun must be 0..16383");
+  return Status::Ok();
+}
+
+std::optional<int> ParseIntSuffix(const std::string& s, const std::string& prefix) {
+  if (s.rfind(prefix, 0) != 0) return std::nullopt;
+  std::string rest = s.substr(prefix.size());
+  if (!AllDigits(rest) || rest.size() > 9) return std::nullopt;
+  int v = 0;
+  std::from_chars(rest.data(), rest.data() + rest.size(), v);
+  return v;
+}
+
+std::string ErrText(const StatusOr<ExecResult>& r) {
+  if (!r.ok()) return r.status().message();
+  return "exit " + std::to_string(r->exit_code) + ": " + TrimSpace(r->err.empty() ? r->out : r->err);
+}
+
+}  // namespace
+
+std::string ParseInitiatorName(std::string_view text) {
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos) end = text.size();
+    std::string line = TrimSpace(text.substr(pos, end - pos));
+    pos = end + 1;
+    if (line.empty() || line[0] == '#') continue;
+    constexpr std::string_view kKey = "InitiatorName";
+    if (line.rfind(kKey, 0) != 0) continue;
+    std::string rest = TrimSpace(std::string_view(line).substr(kKey.size()));
+    if (rest.empty() || rest[0] != '=') continue;
+    return TrimSpace(std::string_view(rest).substr(1));
+  }
+  return "";
+}
+
+std::vector<IscsiSession> IscsiSysfs::Sessions() {
+  std::vector<IscsiSession> out;
+  std::string cls = JoinPath(root_, "class/iscsi_session");
+  auto entries = fs_.ListDir(cls);
+  if (!entries.ok()) return out;
+  for (const auto& e : *entries) {
+    auto sid = ParseIntSuffix(e.name, "session");
+    if (!sid) continue;
+    std::string dir = JoinPath(cls, e.name);
+    IscsiSession s;
+    s.sid = *sid;
+    s.target = ReadAttr(fs_, JoinPath(dir, "targetname")).value_or("");
+    s.state = ReadAttr(fs_, JoinPath(dir, "state")).value_or("");
+    std::string conn =
+        JoinPath(root_, "class/iscsi_connection/connection" + std::to_string(*sid) + ":0");
+    s.address = ReadAttr(fs_, JoinPath(conn, "persistent_address")).value_or("");
+    s.port = ReadAttr(fs_, JoinPath(conn, "persistent_port")).value_or("");
+    out.push_back(std::move(s));
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.sid < b.sid; });
+  return out;
+}
+
+std::vector<IscsiSession> IscsiSysfs::SessionsTo(const std::string& target,
+                                                 const std::string& address, int port) {
+  std::vector<IscsiSession> out;
+  for (auto& s : Sessions()) {
+    if (s.target != target) continue;
+    if (!s.address.empty() && CanonicalIp(s.address) != CanonicalIp(address)) continue;
+    if (!s.port.empty() && s.port != std::to_string(port)) continue;
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::optional<std::string> IscsiSysfs::FindLunDevice(int sid, int64_t lun) {
+  std::string dev = JoinPath(root_, "class/iscsi_session/session" + std::to_string(sid) + "/device");
+  auto targets = fs_.ListDir(dev);
+  if (!targets.ok()) return std::nullopt;
+  for (const auto& t : *targets) {
+    if (t.name.rfind("target", 0) != 0) continue;
+    std::string tdir = JoinPath(dev, t.name);
+    auto luns = fs_.ListDir(tdir);
+    if (!luns.ok()) continue;
+    for (const auto& l : *luns) {
+      // H:B:T:L; the LUN is the last field.
+      size_t colon = l.name.rfind(':');
+      if (colon == std::string::npos || std::count(l.name.begin(), l.name.end(), ':') != 3) {
+        continue;
+      }
+      if (l.name.substr(colon + 1) != std::to_string(lun)) continue;
+      auto blocks = fs_.ListDir(JoinPath(tdir, l.name + "/block"));
+      if (!blocks.ok() || blocks->empty()) continue;
+      std::vector<std::string> names;
+      for (const auto& b : *blocks) names.push_back(b.name);
+      std::sort(names.begin(), names.end());
+      return names.front();
+    }
+  }
+  return std::nullopt;
+}
+
+std::string IscsiAttacher::Portal(const RemoteTarget& t) {
+  bool v6 = t.address.find(':') != std::string::npos;
+  return (v6 ? "[" + t.address + "]" : t.address) + ":" + std::to_string(t.port);
+}
+
+Status IscsiAttacher::Login(const RemoteTarget& t) {
+  std::string portal = Portal(t);
+  log::Info("iscsi login", {{"iqn", t.target_id}, {"portal", portal}});
+  Command discover{{"iscsiadm", "-m", "discovery", "-t", "sendtargets", "-p", portal},
+                   {},
+                   kIscsiadmTimeout};
+  auto d = exec_.Run(discover);
+  if (!d.ok() || d->exit_code != 0) {
+    return Unavailable("iscsiadm discovery at " + portal + " failed (" + ErrText(d) + ")");
+  }
+  Command login{{"iscsiadm", "-m", "node", "-T", t.target_id, "-p", portal, "--login"},
+                {},
+                kIscsiadmTimeout};
+  auto l = exec_.Run(login);
+  if (l.ok() && (l->exit_code == 0 || l->exit_code == kErrSessionExists)) return Status::Ok();
+  if (!sysfs_.SessionsTo(t.target_id, t.address, t.port).empty()) return Status::Ok();
+  return Unavailable("iscsiadm login to " + t.target_id + " at " + portal + " failed (" +
+                     ErrText(l) + ")");
+}
+
+std::optional<std::string> IscsiAttacher::FindDevice(const RemoteTarget& t) {
+  for (const auto& s : sysfs_.SessionsTo(t.target_id, t.address, t.port)) {
+    if (auto dev = sysfs_.FindLunDevice(s.sid, t.lun)) return dev;
+  }
+  return std::nullopt;
+}
+
+int IscsiAttacher::RescanSessions(const RemoteTarget& t) {
+  int n = 0;
+  for (const auto& s : sysfs_.SessionsTo(t.target_id, t.address, t.port)) {
+    Command cmd{{"iscsiadm", "-m", "session", "-r", std::to_string(s.sid), "--rescan"},
+                {},
+                kIscsiadmTimeout};
+    auto r = exec_.Run(cmd);
+    ++n;
+    if (!r.ok() || r->exit_code != 0) {
+      log::Warn("iscsi session rescan failed", {{"sid", s.sid}, {"error", ErrText(r)}});
+    }
+  }
+  return n;
+}
+
+StatusOr<std::string> IscsiAttacher::Attach(const RemoteTarget& t) {
+  RETURN_IF_ERROR(ValidateTarget(t));
+  bool was_connected = !sysfs_.SessionsTo(t.target_id, t.address, t.port).empty();
+  if (!was_connected) RETURN_IF_ERROR(Login(t));
+  const auto start = clock_.SteadyNow();
+  const auto deadline = start + std::chrono::milliseconds(options_.device_timeout_ms);
+  const auto rescan_every = std::chrono::milliseconds(options_.rescan_after_ms);
+  auto next_rescan = was_connected ? start : start + rescan_every;
+  int rescans = 0;
+  while (true) {
+    if (auto dev = FindDevice(t)) return "/dev/" + *dev;
+    auto now = clock_.SteadyNow();
+    if (now >= deadline) break;
+    if (now >= next_rescan) {
+      if (RescanSessions(t) > 0) ++rescans;
+      next_rescan = now + rescan_every;
+    }
+    clock_.SleepFor(std::chrono::milliseconds(options_.poll_interval_ms));
+  }
+  size_t sessions = sysfs_.SessionsTo(t.target_id, t.address, t.port).size();
+  return DeadlineExceeded("no block device for LUN " + std::to_string(t.lun) + " of " +
+                          t.target_id + " at " + Portal(t) + " after " +
+                          std::to_string(options_.device_timeout_ms / 1000) + "s: " +
+                          std::to_string(sessions) + " session(s), " + std::to_string(rescans) +
+                          " session rescan round(s) found nothing");
+}
+
+Status IscsiAttacher::Detach(const RemoteTarget& t) {
+  RETURN_IF_ERROR(ValidateTarget(t));
+  std::string portal = Portal(t);
+  if (!sysfs_.SessionsTo(t.target_id, t.address, t.port).empty()) {
+    log::Info("iscsi logout", {{"iqn", t.target_id}, {"portal", portal}});
+    Command logout{{"iscsiadm", "-m", "node", "-T", t.target_id, "-p", portal, "--logout"},
+                   {},
+                   kIscsiadmTimeout};
+    auto r = exec_.Run(logout);
+    bool ok = r.ok() && (r->exit_code == 0 || r->exit_code == kErrNoObjectsFound);
+    if (!ok && !sysfs_.SessionsTo(t.target_id, t.address, t.port).empty()) {
+      return Internal("iscsiadm logout from " + t.target_id + " at " + portal + " failed (" +
+                      ErrText(r) + ")");
+    }
+  }
+  // Forget the node record so the initiator does not log in again at boot.
+  Command forget{{"iscsiadm", "-m", "node", "-T", t.target_id, "-p", portal, "-o", "delete"},
+                 {},
+                 kIscsiadmTimeout};
+  auto f = exec_.Run(forget);
+  if (!f.ok() || (f->exit_code != 0 && f->exit_code != kErrNoObjectsFound)) {
+    log::Warn("iscsiadm node delete failed", {{"iqn", t.target_id}, {"error", ErrText(f)}});
+  }
+  return Status::Ok();
+}
+
+DeviceHealth IscsiAttacher::Check(const RemoteTarget& t) {
+  DeviceHealth h;
+  auto sessions = sysfs_.SessionsTo(t.target_id, t.address, t.port);
+  for (const auto& s : sessions) h.connected |= s.state.empty() || s.state == "LOGGED_IN";
+  if (auto dev = FindDevice(t)) h.device = "/dev/" + *dev;
+  if (sessions.empty()) {
+    h.problem = "no iSCSI session to " + t.target_id + " at " + Portal(t);
+  } else if (!h.connected) {
+    h.problem = "iSCSI session to " + t.target_id + " is " + sessions.front().state;
+  } else if (h.device.empty()) {
+    h.problem = "no block device for LUN " + std::to_string(t.lun) + " of " + t.target_id;
+  }
+  return h;
+}
+
+Status IscsiAttacher::Heal(const RemoteTarget& t) {
+  RETURN_IF_ERROR(ValidateTarget(t));
+  if (sysfs_.SessionsTo(t.target_id, t.address, t.port).empty()) return Login(t);
+  if (!FindDevice(t)) RescanSessions(t);
+  return Status::Ok();
+}
+
+Status IscsiAttacher::Rescan(const RemoteTarget& t) {
+  RETURN_IF_ERROR(ValidateTarget(t));
+  if (RescanSessions(t) == 0) {
+    return FailedPrecondition("no iSCSI session to " + t.target_id + " at " + Portal(t));
+  }
+  return Status::Ok();
+}
+
+}  // namespace pillar::node

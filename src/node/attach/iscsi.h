@@ -1,0 +1,73 @@
+// iSCSI through open-iscsi's iscsiadm by argv; sessions and LUN devices from
+// sysfs:
+//   class/iscsi_session/sessionN/{targetname, state, device -> .../hostH/sessionN}
+//   .../hostH/sessionN/targetH:B:T/H:B:T:L/block/sdX
+//   class/iscsi_connection/connectionN:0/{persistent_address, persistent_port}
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/exec.h"
+#include "common/fs.h"
+#include "node/attach/attacher.h"
+
+namespace pillar::node {
+
+struct IscsiSession {
+  int sid = 0;            // N of sessionN
+  std::string target;     // targetname
+  std::string state;      // "LOGGED_IN", "FAILED", "FREE"
+  std::string address;    // persistent_address (empty when unreadable)
+  std::string port;       // persistent_port
+};
+
+// "InitiatorName=iqn...." from /etc/iscsi/initiatorname.iscsi; comments and
+// blank lines skipped. Empty when there is none.
+std::string ParseInitiatorName(std::string_view text);
+
+class IscsiSysfs {
+ public:
+  IscsiSysfs(Fs& fs, std::string sysfs_root) : fs_(fs), root_(std::move(sysfs_root)) {}
+  std::vector<IscsiSession> Sessions();
+  // The sessions to `target` through portal address:port (an unreadable
+  // portal matches, so a session is never missed for lack of attributes).
+  std::vector<IscsiSession> SessionsTo(const std::string& target, const std::string& address,
+                                       int port);
+  // "sdb" for LUN `lun` of session `sid`.
+  std::optional<std::string> FindLunDevice(int sid, int64_t lun);
+
+ private:
+  Fs& fs_;
+  std::string root_;
+};
+
+class IscsiAttacher : public BlockAttacher {
+ public:
+  IscsiAttacher(Exec& exec, Fs& fs, Clock& clock, std::string sysfs_root,
+                AttachOptions options = {})
+      : exec_(exec), clock_(clock), sysfs_(fs, std::move(sysfs_root)), options_(options) {}
+
+  StatusOr<std::string> Attach(const RemoteTarget& t) override;
+  Status Detach(const RemoteTarget& t) override;
+  DeviceHealth Check(const RemoteTarget& t) override;
+  Status Heal(const RemoteTarget& t) override;
+  Status Rescan(const RemoteTarget& t) override;
+
+  // "10.0.0.1:3260" or "[fd00::1]:3260".
+  static std::string Portal(const RemoteTarget& t);
+
+ private:
+  Status Login(const RemoteTarget& t);
+  std::optional<std::string> FindDevice(const RemoteTarget& t);
+  int RescanSessions(const RemoteTarget& t);
+
+  Exec& exec_;
+  Clock& clock_;
+  IscsiSysfs sysfs_;
+  AttachOptions options_;
+};
+
+}  // namespace pillar::node

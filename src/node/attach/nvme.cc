@@ -1,0 +1,183 @@
+#include "node/attach/nvme.h"
+
+#include "common/log.h"
+#include "common/validate.h"
+
+namespace pillar::node {
+namespace {
+
+constexpr std::chrono::seconds kConnectTimeout{30};
+constexpr std::chrono::seconds kRescanTimeout{15};
+
+Status ValidateTarget(const RemoteTarget& t) {
+  RETURN_IF_ERROR(validate::Nqn("targetID", t.target_id));
+  RETURN_IF_ERROR(validate::IpAddress("address", t.address));
+  RETURN_IF_ERROR(validate::Port("port", t.port));
+  if (t.nsid < 1 || t.nsid > 0xFFFFFFFE) return InvalidArgument("nsid must be 1..4294967294");
+  return Status::Ok();
+}
+
+std::string Describe(const RemoteTarget& t) {
+  return "namespace " + std::to_string(t.nsid) + " of subsystem " + t.target_id + " at " +
+         t.address + ":" + std::to_string(t.port);
+}
+
+}  // namespace
+
+Command NvmeAttacher::ConnectCommand(const RemoteTarget& t, const std::string& host_nqn) {
+  Command c;
+  c.argv = {"nvme", "connect", "-t", "tcp", "-a", t.address, "-s", std::to_string(t.port),
+            "-n", t.target_id, "--hostnqn=" + host_nqn};
+  if (t.ctrl_loss_tmo) c.argv.push_back("--ctrl-loss-tmo=" + std::to_string(*t.ctrl_loss_tmo));
+  if (t.reconnect_delay) {
+    c.argv.push_back("--reconnect-delay=" + std::to_string(*t.reconnect_delay));
+  }
+  c.timeout = kConnectTimeout;
+  return c;
+}
+
+NvmeAttacher::PathState NvmeAttacher::PathTo(const RemoteTarget& t, const NvmeSubsystem* sub) {
+  if (sub == nullptr) return PathState::kNone;
+  PathState best = PathState::kNone;
+  for (const auto& c : sub->controllers) {
+    if (c.transport != "tcp" || CanonicalIp(c.traddr) != CanonicalIp(t.address) ||
+        c.trsvcid != std::to_string(t.port)) {
+      continue;
+    }
+    if (c.state == "live") return PathState::kLive;
+    // A controller that is reconnecting is still this host's path: connecting
+    // again would only be refused as a duplicate.
+    if (c.state == "connecting" || c.state == "resetting" || c.state == "new") {
+      best = PathState::kPending;
+    }
+  }
+  return best;
+}
+
+Status NvmeAttacher::Connect(const RemoteTarget& t) {
+  auto raw = fs_.ReadFile(host_nqn_file_);
+  std::string host_nqn = raw.ok() ? TrimSpace(*raw) : "";
+  if (host_nqn.empty()) {
+    return FailedPrecondition("host NQN file " + host_nqn_file_ +
+                              " is missing or empty; export ACLs are built from it");
+  }
+  RETURN_IF_ERROR(validate::Nqn("host NQN (" + host_nqn_file_ + ")", host_nqn));
+  Command cmd = ConnectCommand(t, host_nqn);
+  log::Info("nvme connect", {{"nqn", t.target_id}, {"address", t.address}, {"port", t.port}});
+  auto r = exec_.Run(cmd);
+  if (r.ok() && r->exit_code == 0) return Status::Ok();
+  // "already connected" races (another stage of a volume on this subsystem)
+  // are settled by sysfs, not by parsing nvme-cli's message.
+  auto sub = sysfs_.FindSubsystem(t.target_id);
+  if (PathTo(t, sub ? &*sub : nullptr) != PathState::kNone) return Status::Ok();
+  std::string why = r.ok() ? "exit " + std::to_string(r->exit_code) + ": " + TrimSpace(r->err)
+                           : r.status().message();
+  return Unavailable("nvme connect to " + t.target_id + " at " + t.address + ":" +
+                     std::to_string(t.port) + " failed (" + why + ")");
+}
+
+int NvmeAttacher::RescanControllers(const NvmeSubsystem& sub) {
+  int n = 0;
+  for (const auto& c : sub.controllers) {
+    if (c.state != "live") continue;
+    Command cmd{{"nvme", "ns-rescan", "/dev/" + c.name}, {}, kRescanTimeout};
+    auto r = exec_.Run(cmd);
+    ++n;
+    if (!r.ok() || r->exit_code != 0) {
+      log::Warn("nvme ns-rescan failed", {{"controller", c.name},
+                                          {"error", r.ok() ? TrimSpace(r->err) : r.status().message()}});
+    }
+  }
+  return n;
+}
+
+StatusOr<std::string> NvmeAttacher::Attach(const RemoteTarget& t) {
+  RETURN_IF_ERROR(ValidateTarget(t));
+  auto sub = sysfs_.FindSubsystem(t.target_id);
+  bool was_connected = PathTo(t, sub ? &*sub : nullptr) != PathState::kNone;
+  if (!was_connected) RETURN_IF_ERROR(Connect(t));
+
+  const auto start = clock_.SteadyNow();
+  const auto deadline = start + std::chrono::milliseconds(options_.device_timeout_ms);
+  const auto rescan_every = std::chrono::milliseconds(options_.rescan_after_ms);
+  // On a subsystem that was connected before, a missing device means a missed
+  // namespace notification (seed 003): rescan at once. After a fresh connect
+  // the kernel's own scan gets rescan_after_ms first.
+  auto next_rescan = was_connected ? start : start + rescan_every;
+  int rescans = 0;
+  while (true) {
+    if (auto dev = sysfs_.FindNamespaceDevice(t.target_id, t.nsid)) return "/dev/" + *dev;
+    auto now = clock_.SteadyNow();
+    if (now >= deadline) break;
+    if (now >= next_rescan) {
+      if (auto s = sysfs_.FindSubsystem(t.target_id)) {
+        int ran = RescanControllers(*s);
+        if (ran > 0) {
+          ++rescans;
+          log::Info("nvme namespace missing on a connected subsystem; rescanned",
+                    {{"nqn", t.target_id}, {"nsid", t.nsid}, {"controllers", ran}});
+        }
+      }
+      next_rescan = now + rescan_every;
+    }
+    clock_.SleepFor(std::chrono::milliseconds(options_.poll_interval_ms));
+  }
+  auto s = sysfs_.FindSubsystem(t.target_id);
+  std::string state = !s ? "the subsystem is not connected"
+                         : "the subsystem is connected through " +
+                               std::to_string(s->controllers.size()) + " controller(s)";
+  return DeadlineExceeded("no block device for " + Describe(t) + " after " +
+                          std::to_string(options_.device_timeout_ms / 1000) + "s: " + state +
+                          ", " + std::to_string(rescans) +
+                          " nvme ns-rescan round(s) found nothing");
+}
+
+Status NvmeAttacher::Detach(const RemoteTarget& t) {
+  RETURN_IF_ERROR(validate::Nqn("targetID", t.target_id));
+  if (!sysfs_.FindSubsystem(t.target_id)) return Status::Ok();
+  Command cmd{{"nvme", "disconnect", "-n", t.target_id}, {}, kConnectTimeout};
+  log::Info("nvme disconnect", {{"nqn", t.target_id}});
+  auto r = exec_.Run(cmd);
+  if (r.ok() && r->exit_code == 0) return Status::Ok();
+  if (!sysfs_.FindSubsystem(t.target_id)) return Status::Ok();
+  return Internal("nvme disconnect -n " + t.target_id + " failed: " +
+                  (r.ok() ? TrimSpace(r->err) : r.status().message()));
+}
+
+DeviceHealth NvmeAttacher::Check(const RemoteTarget& t) {
+  DeviceHealth h;
+  auto sub = sysfs_.FindSubsystem(t.target_id);
+  PathState path = PathTo(t, sub ? &*sub : nullptr);
+  h.connected = path == PathState::kLive;
+  if (auto dev = sysfs_.FindNamespaceDevice(t.target_id, t.nsid)) h.device = "/dev/" + *dev;
+  if (!sub) {
+    h.problem = "subsystem " + t.target_id + " is not connected";
+  } else if (path == PathState::kPending) {
+    h.problem = "controller to " + t.address + ":" + std::to_string(t.port) + " is reconnecting";
+  } else if (path == PathState::kNone) {
+    h.problem = "no controller to " + t.address + ":" + std::to_string(t.port);
+  } else if (h.device.empty()) {
+    h.problem = "no block device for " + Describe(t);
+  }
+  return h;
+}
+
+Status NvmeAttacher::Heal(const RemoteTarget& t) {
+  RETURN_IF_ERROR(ValidateTarget(t));
+  auto sub = sysfs_.FindSubsystem(t.target_id);
+  PathState path = PathTo(t, sub ? &*sub : nullptr);
+  if (path == PathState::kNone) return Connect(t);
+  if (path == PathState::kLive && !sysfs_.FindNamespaceDevice(t.target_id, t.nsid)) {
+    RescanControllers(*sub);
+  }
+  return Status::Ok();
+}
+
+Status NvmeAttacher::Rescan(const RemoteTarget& t) {
+  auto sub = sysfs_.FindSubsystem(t.target_id);
+  if (!sub) return FailedPrecondition("subsystem " + t.target_id + " is not connected");
+  RescanControllers(*sub);
+  return Status::Ok();
+}
+
+}  // namespace pillar::node

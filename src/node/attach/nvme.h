@@ -1,0 +1,53 @@
+// NVMe-oF/TCP through nvme-cli: connect / disconnect by argv, everything
+// else (already connected? which /dev/nvmeXnY?) from sysfs.
+#pragma once
+
+#include <string>
+
+#include "common/clock.h"
+#include "common/exec.h"
+#include "common/fs.h"
+#include "node/attach/attacher.h"
+#include "node/attach/nvme_sysfs.h"
+
+namespace pillar::node {
+
+class NvmeAttacher : public BlockAttacher {
+ public:
+  // host_nqn_file is read at every connect, so a rewritten host NQN is used
+  // at once (the controller's ACL is built from the same file).
+  NvmeAttacher(Exec& exec, Fs& fs, Clock& clock, std::string sysfs_root, std::string host_nqn_file,
+               AttachOptions options = {})
+      : exec_(exec),
+        fs_(fs),
+        clock_(clock),
+        sysfs_(fs, std::move(sysfs_root)),
+        host_nqn_file_(std::move(host_nqn_file)),
+        options_(options) {}
+
+  StatusOr<std::string> Attach(const RemoteTarget& t) override;
+  Status Detach(const RemoteTarget& t) override;
+  DeviceHealth Check(const RemoteTarget& t) override;
+  Status Heal(const RemoteTarget& t) override;
+  Status Rescan(const RemoteTarget& t) override;
+
+  // The exact nvme connect argv (exposed for tests and logs).
+  static Command ConnectCommand(const RemoteTarget& t, const std::string& host_nqn);
+
+ private:
+  enum class PathState { kNone, kPending, kLive };
+  // The state of this host's controller to t.address:t.port in the subsystem.
+  PathState PathTo(const RemoteTarget& t, const NvmeSubsystem* sub);
+  Status Connect(const RemoteTarget& t);
+  // ns-rescan on every live controller of the subsystem; returns how many ran.
+  int RescanControllers(const NvmeSubsystem& sub);
+
+  Exec& exec_;
+  Fs& fs_;
+  Clock& clock_;
+  NvmeSysfs sysfs_;
+  std::string host_nqn_file_;
+  AttachOptions options_;
+};
+
+}  // namespace pillar::node

@@ -1,0 +1,25 @@
+// Checks every backend's tests share.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include "agent/backends/backend.h"
+
+namespace pillar::agent {
+
+// Every operation of a backend configured with a bad pool (or directory,
+// or thin pool) fails with INVALID_ARGUMENT; callers then assert that no
+// command ran and no path was touched.
+inline void ExpectEveryOperationRefused(Backend& b) {
+  constexpr int64_t kSize = int64_t{1} << 30;
+  EXPECT_EQ(b.Create("v", kSize, VolumeMode::kBlock, {}).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(b.Expand("v", kSize).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(b.Delete("v").code(), Code::kInvalidArgument);
+  EXPECT_EQ(b.Get("v").status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(b.List().status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(b.Capacity().status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(b.Expose("v", VolumeMode::kBlock).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(b.Unexpose("v").code(), Code::kInvalidArgument);
+}
+
+}  // namespace pillar::agent
