@@ -10,6 +10,7 @@
 #include <csignal>
 #include <thread>
 
+#include "common/fs.h"
 #include "common/grpc_tls.h"
 #include "common/log.h"
 #include "common/validate.h"
@@ -113,6 +114,7 @@ int Run(int argc, char** argv) {
   int epoch_poll_seconds = 5;
   int workers = 4;
   std::string log_level = "info";
+  std::string ready_file;
 
   app.add_option("--csi-endpoint", csi_endpoint, "CSI socket (unix:///path)");
   app.add_option("--registry-listen", registry_listen, "node registry host:port");
@@ -131,6 +133,7 @@ int Run(int argc, char** argv) {
   app.add_option("--epoch-poll-interval", epoch_poll_seconds, "seconds between agent epoch checks");
   app.add_option("--workers", workers, "reconcile workers");
   app.add_option("--log-level", log_level, "debug, info, warn, error");
+  app.add_option("--ready-file", ready_file, "write the registry's bound port here once serving");
   CLI11_PARSE(app, argc, argv);
 
   log::Init("controller", log_level);
@@ -195,10 +198,17 @@ int Run(int argc, char** argv) {
   log::Info("controller serving", {{"csi", csi_endpoint}, {"registry", registry_listen},
                                    {"registryPort", reg_port}, {"store", store_path}});
 
+  if (!ready_file.empty()) {
+    PosixFs fs;
+    if (Status s = fs.WriteFileAtomic(ready_file, std::to_string(reg_port) + "\n"); !s.ok()) {
+      return fail(s);
+    }
+  }
+
   int sig = 0;
   sigwait(&signals, &sig);
   log::Info("controller stopping", {{"signal", sig}});
-  auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(5);
+  auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(1);
   csi_server->Shutdown(deadline);
   reg_server->Shutdown(deadline);
   reconciler.Stop();

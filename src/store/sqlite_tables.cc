@@ -58,8 +58,7 @@ StatusOr<Object> ReadObjectRow(const SqliteStatement& row, const std::string& ki
   ASSIGN_OR_RETURN(nlohmann::json labels, ParseColumn(row.Text(6), what + " labels"));
   if (!labels.is_object()) return Status(Code::kDataLoss, what + " labels are not an object");
   for (const auto& [key, value] : labels.items()) {
-    if (!value.is_string())
-      return Status(Code::kDataLoss, what + " label " + key + " is no string");
+    if (!value.is_string()) return NonStringLabel(what, key);
     o.labels[key] = value.get<std::string>();
   }
   // Filtering before parsing spec and status keeps selective lists cheap.

@@ -782,7 +782,7 @@ STORE_TEST(SigkilledWriterLeavesAConsistentStore) {
     auto watcher = Open();
     ASSERT_NE(watcher, nullptr);
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    const int64_t target = last_revision + 40 + 17 * round;
+    const int64_t target = last_revision + 40 + int64_t{17} * round;
     while (*watcher->CurrentRevision() < target && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(milliseconds(2));
     }

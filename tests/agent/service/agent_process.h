@@ -32,12 +32,14 @@ class AgentProcess {
   }
 
   // Starts the agent with a file pool "demo" and simulated configfs; extra
-  // flags are appended. Returns false when it did not come up in time.
+  // flags are appended. A restart reuses the first start's port, as a
+  // rebooted storage node keeps its address. Returns false when it did not
+  // come up in time.
   bool Start(const std::vector<std::string>& extra = {}) {
     std::string ready = dir_ + "/ready";
     unlink(ready.c_str());
     std::vector<std::string> args = {PILLAR_AGENT_BIN,
-                                     "--listen=127.0.0.1:0",
+                                     "--listen=127.0.0.1:" + std::to_string(port_),
                                      "--ready-file=" + ready,
                                      "--tls-cert=" + dir_ + "/certs/agent.crt",
                                      "--tls-key=" + dir_ + "/certs/agent.key",

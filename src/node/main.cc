@@ -1,0 +1,225 @@
+// pillar-node: CSI Identity + Node on a unix socket, identity reporting to
+// the controller's node registry, and the self-healing loop.
+#include <grpcpp/grpcpp.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <condition_variable>
+#include <csignal>
+#include <thread>
+
+#include "common/clock.h"
+#include "common/exec.h"
+#include "common/fs.h"
+#include "common/grpc_tls.h"
+#include "common/log.h"
+#include "common/validate.h"
+#include "node/attach/iscsi.h"
+#include "node/attach/nvme.h"
+#include "node/csi_node.h"
+#include "node/selfheal.h"
+
+namespace pillar::node {
+namespace {
+
+// "500ms", "5s", "2m" or plain seconds.
+StatusOr<std::chrono::milliseconds> ParseDuration(const std::string& flag, const std::string& v) {
+  size_t digits = 0;
+  while (digits < v.size() && v[digits] >= '0' && v[digits] <= '9') ++digits;
+  std::string unit = v.substr(digits);
+  if (digits == 0 || digits > 9) return InvalidArgument(flag + " \"" + v + "\" is not a duration");
+  int64_t n = std::stoll(v.substr(0, digits));
+  if (unit == "ms") return std::chrono::milliseconds(n);
+  if (unit.empty() || unit == "s") return std::chrono::milliseconds(n * 1000);
+  if (unit == "m") return std::chrono::milliseconds(n * 60000);
+  return InvalidArgument(flag + " \"" + v + "\": unit must be ms, s or m");
+}
+
+// Runs `step` every `interval` on its own thread until Stop().
+class Ticker {
+ public:
+  Ticker(std::chrono::milliseconds interval, std::function<void()> step)
+      : interval_(interval), step_(std::move(step)), thread_([this] { Loop(); }) {}
+  ~Ticker() { Stop(); }
+  void Stop() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void Loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stop_) {
+      lock.unlock();
+      step_();
+      lock.lock();
+      cv_.wait_for(lock, interval_, [this] { return stop_; });
+    }
+  }
+
+  std::chrono::milliseconds interval_;
+  std::function<void()> step_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+std::string DefaultNodeId() {
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) != 0) return "";
+  std::string id = host;
+  for (auto& c : id) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return id;
+}
+
+int Run(int argc, char** argv) {
+  CLI::App app{"pillar-node: CSI node plugin (NVMe-oF/TCP, iSCSI, NFS)"};
+  std::string csi_endpoint = "unix:///var/lib/kubelet/plugins/pillar-csi.bhyoo.com/csi.sock";
+  IdentityOptions id_opts;
+  std::string registry_address;
+  TlsFiles registry_tls;
+  bool registry_insecure = false;
+  std::string state_dir = "/var/lib/pillar-csi/node";
+  std::string sysfs_root = "/sys";
+  std::string identity_interval = "5s";
+  std::string selfheal_interval = "10s";
+  std::string device_timeout = "30s";
+  std::string log_level = "info";
+
+  app.add_option("--csi-endpoint", csi_endpoint, "CSI socket (unix:///path)");
+  app.add_option("--node-id", id_opts.node_id, "CSI node ID (default: the host name)");
+  app.add_option("--registry-address", registry_address,
+                 "controller node registry host:port (empty: do not report)");
+  app.add_option("--registry-tls-cert", registry_tls.cert, "client certificate (PEM)");
+  app.add_option("--registry-tls-key", registry_tls.key, "client key (PEM)");
+  app.add_option("--registry-tls-ca", registry_tls.ca, "CA the registry's certificate chains to");
+  app.add_flag("--registry-insecure", registry_insecure, "talk to the registry without TLS");
+  app.add_option("--state-dir", state_dir, "stage records directory");
+  app.add_option("--sysfs-root", sysfs_root, "where sysfs is mounted");
+  app.add_option("--host-nqn-file", id_opts.host_nqn_file, "NVMe host NQN file");
+  app.add_option("--iscsi-initiator-file", id_opts.iscsi_initiator_file,
+                 "open-iscsi initiator name file");
+  app.add_option("--node-address", id_opts.static_addresses,
+                 "report these addresses instead of discovering them (repeatable)");
+  app.add_flag("--report-loopback", id_opts.include_loopback, "report loopback addresses");
+  app.add_flag("--report-link-local", id_opts.include_link_local, "report link-local addresses");
+  app.add_option("--identity-interval", identity_interval, "identity watch interval");
+  app.add_option("--selfheal-interval", selfheal_interval, "self-healing interval");
+  app.add_option("--device-timeout", device_timeout, "how long NodeStage waits for a device");
+  app.add_option("--log-level", log_level, "debug, info, warn, error");
+  CLI11_PARSE(app, argc, argv);
+
+  log::Init("node", log_level);
+  auto fail = [](const Status& s) {
+    log::Error("node plugin cannot start", {{"error", s.ToString()}});
+    return 2;
+  };
+  if (id_opts.node_id.empty()) id_opts.node_id = DefaultNodeId();
+  if (Status s = validate::ObjectName("--node-id", id_opts.node_id); !s.ok()) return fail(s);
+  for (const auto& a : id_opts.static_addresses) {
+    if (Status s = validate::IpAddress("--node-address", a); !s.ok()) return fail(s);
+  }
+  auto id_every = ParseDuration("--identity-interval", identity_interval);
+  if (!id_every.ok()) return fail(id_every.status());
+  auto heal_every = ParseDuration("--selfheal-interval", selfheal_interval);
+  if (!heal_every.ok()) return fail(heal_every.status());
+  auto dev_timeout = ParseDuration("--device-timeout", device_timeout);
+  if (!dev_timeout.ok()) return fail(dev_timeout.status());
+
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  SystemExec exec;
+  PosixFs fs;
+  SystemClock clock;
+  SyscallMounter mounter;
+  AttachOptions attach_opts;
+  attach_opts.device_timeout_ms = dev_timeout->count();
+  NvmeAttacher nvme(exec, fs, clock, sysfs_root, id_opts.host_nqn_file, attach_opts);
+  IscsiAttacher iscsi(exec, fs, clock, sysfs_root, attach_opts);
+  NfsMounter nfs(exec);
+  DeviceFormatter formatter(exec);
+  StageRecordStore records(fs, JoinPath(state_dir, "volumes"));
+  if (Status s = records.Init(); !s.ok()) return fail(s);
+  NamedLocks volume_locks, connection_locks;
+  Attachers attachers{&nvme, &iscsi};
+  NodeCore core(NodeDeps{fs, mounter, attachers, nfs, formatter, records, volume_locks,
+                         connection_locks, sysfs_root});
+  log::Info("stage records loaded", {{"dir", JoinPath(state_dir, "volumes")},
+                                     {"volumes", records.List().size()}});
+
+  CsiNodeIdentity identity;
+  CsiNode node(core, id_opts.node_id);
+  if (csi_endpoint.rfind("unix://", 0) == 0) {
+    std::string path = csi_endpoint.substr(7);
+    if (Status s = fs.MakeDirs(path.substr(0, path.rfind('/'))); !s.ok()) return fail(s);
+    unlink(path.c_str());  // a stale socket from a previous run
+  }
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(csi_endpoint, grpc::InsecureServerCredentials());
+  builder.RegisterService(&identity);
+  builder.RegisterService(&node);
+  auto server = builder.BuildAndStart();
+  if (!server) return fail(Unavailable("cannot listen on " + csi_endpoint));
+
+  std::unique_ptr<GrpcRegistryClient> registry;
+  std::unique_ptr<IdentitySource> id_source;
+  std::unique_ptr<IdentityReporter> reporter;
+  std::unique_ptr<Ticker> id_ticker;
+  if (!registry_address.empty()) {
+    std::shared_ptr<grpc::ChannelCredentials> creds;
+    if (registry_insecure) {
+      creds = grpc::InsecureChannelCredentials();
+    } else {
+      auto c = MutualTlsChannelCredentials(registry_tls);
+      if (!c.ok()) return fail(c.status());
+      creds = *c;
+    }
+    registry = std::make_unique<GrpcRegistryClient>(grpc::CreateChannel(registry_address, creds));
+    id_source = std::make_unique<IdentitySource>(exec, fs, id_opts);
+    reporter = std::make_unique<IdentityReporter>(*id_source, *registry);
+    id_ticker = std::make_unique<Ticker>(*id_every, [&reporter] {
+      if (Status s = reporter->Tick(); !s.ok()) {
+        log::Warn("identity report failed; retrying", {{"error", s.ToString()}});
+      }
+    });
+  } else {
+    log::Warn("no --registry-address: node identities are not reported", {});
+  }
+  SelfHealer healer(records, attachers, mounter, nfs, volume_locks, connection_locks);
+  Ticker heal_ticker(*heal_every, [&healer] {
+    HealReport r = healer.RunOnce();
+    if (r.repaired > 0 || r.skipped > 0) {
+      log::Info("self-heal pass", {{"checked", r.checked},
+                                   {"repaired", r.repaired},
+                                   {"skipped", r.skipped}});
+    }
+  });
+  log::Info("node plugin serving", {{"csi", csi_endpoint},
+                                    {"nodeID", id_opts.node_id},
+                                    {"registry", registry_address},
+                                    {"stateDir", state_dir},
+                                    {"sysfsRoot", sysfs_root}});
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  log::Info("node plugin stopping", {{"signal", sig}});
+  heal_ticker.Stop();
+  if (id_ticker) id_ticker->Stop();
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  return 0;
+}
+
+}  // namespace
+}  // namespace pillar::node
+
+int main(int argc, char** argv) { return pillar::node::Run(argc, argv); }

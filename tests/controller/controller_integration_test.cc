@@ -1,0 +1,463 @@
+// The seed stories, end to end on this host: the real controller binary over
+// its CSI socket and registry, the real agent binary over mutual TLS (file
+// pool with real loop devices; nvmet/LIO on the configfs simulator; NFS
+// through the real exportfs table), and the real SQLite store.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "agent/service/agent_process.h"
+#include "common/exec.h"
+#include "controller/controller_process.h"
+#include "store/sqlite_store.h"
+
+namespace pillar::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using csi::v1::VolumeCapability;
+
+constexpr const char* kNqnA = "nqn.2014-08.org.nvmexpress:uuid:11111111-2222-4333-8444-555555555555";
+constexpr const char* kNqnB = "nqn.2014-08.org.nvmexpress:uuid:aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee";
+constexpr const char* kNqnA2 = "nqn.2014-08.org.nvmexpress:uuid:99999999-2222-4333-8444-555555555555";
+// Client addresses only ever appear in export rules; nothing connects to them.
+constexpr const char* kIpA = "10.99.0.11";
+constexpr const char* kIpA2 = "10.99.0.21";
+constexpr const char* kIpB = "10.99.0.12";
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return s;
+}
+
+// Polls `pred` every 100 ms; returns the elapsed milliseconds or -1.
+template <typename Pred>
+int64_t WaitFor(Pred pred, std::chrono::milliseconds timeout) {
+  auto start = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - start < timeout) {
+    if (pred()) {
+      return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                   start)
+          .count();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return -1;
+}
+
+std::string ExportfsTable() {
+  SystemExec exec;
+  auto r = exec.Run({{"exportfs", "-v"}});
+  return r.ok() ? r->out : "";
+}
+
+class ControllerIntegrationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0 || !fs::exists("/dev/loop-control")) {
+      GTEST_SKIP() << "needs root and loop devices";
+    }
+    ASSERT_TRUE(AgentProcess::MakeCerts(tmp_.Sub("certs")));
+    // knfsd itself cannot run here (no nfsd module); exportfs keeps the real
+    // export table, and this stands in for /proc/fs/nfsd of a running server.
+    fs::create_directories(tmp_.Sub("nfsd"));
+    std::ofstream(tmp_.Sub("nfsd/threads")) << "8\n";
+    agent_ = std::make_unique<AgentProcess>(tmp_.path());
+    ASSERT_TRUE(agent_->Start()) << Slurp(tmp_.Sub("agent.log"));
+    controller_ = std::make_unique<ControllerProcess>(tmp_.path());
+    ASSERT_TRUE(controller_->Start(agent_->port())) << Slurp(tmp_.Sub("controller.log"));
+    csi_ = controller_->Csi();
+    registry_ = controller_->Registry();
+    auto st = store::SqliteStore::Open({controller_->store_path()});
+    ASSERT_TRUE(st.ok()) << st.status().ToString();
+    store_ = std::move(st).value();
+    // The controller marks the agent connected within one epoch poll.
+    ASSERT_GE(WaitFor(
+                  [&] {
+                    auto a = store_->Get("PillarAgent", "storage-1");
+                    return a.ok() && a->status.dump().find("\"Connected\"") != std::string::npos;
+                  },
+                  std::chrono::seconds(10)),
+              0);
+  }
+
+  void TearDown() override {
+    if (!agent_) return;
+    controller_->Stop();
+    agent_->Stop();
+    SystemExec exec;
+    // Leave no export rule and no loop device behind.
+    std::istringstream lines(ExportfsTable());
+    std::string line, path;
+    for (std::string l; std::getline(lines, l);) {
+      std::istringstream words(l);
+      std::string first;
+      words >> first;
+      if (first.rfind(tmp_.path(), 0) == 0) path = first;
+      std::string client;
+      if (!(words >> client)) continue;
+      if (path.rfind(tmp_.path(), 0) != 0) continue;
+      std::string host = client.substr(0, client.find('('));
+      if (host == "<world>") host = "*";
+      (void)exec.Run({{"exportfs", "-u", host + ":" + path}});
+    }
+    auto r = exec.Run({{"losetup", "--list", "--noheadings", "--output", "NAME,BACK-FILE"}});
+    if (r.ok()) {
+      std::istringstream ls(r->out);
+      for (std::string l; std::getline(ls, l);) {
+        if (l.find(tmp_.path()) == std::string::npos) continue;
+        (void)exec.Run({{"losetup", "-d", l.substr(0, l.find(' '))}});
+      }
+    }
+  }
+
+  void RegisterNode(const std::string& id, const std::string& nqn, const std::string& ip) {
+    grpc::ClientContext ctx;
+    pillar::registry::v1::RegisterNodeRequest req;
+    req.mutable_identity()->set_node_id(id);
+    req.mutable_identity()->set_host_nqn(nqn);
+    req.mutable_identity()->add_ip_addresses(ip);
+    pillar::registry::v1::RegisterNodeResponse resp;
+    auto s = registry_->RegisterNode(&ctx, req, &resp);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+
+  static VolumeCapability Cap(bool block, VolumeCapability::AccessMode::Mode mode) {
+    VolumeCapability cap;
+    if (block) {
+      cap.mutable_block();
+    } else {
+      cap.mutable_mount()->set_fs_type("");
+    }
+    cap.mutable_access_mode()->set_mode(mode);
+    return cap;
+  }
+
+  grpc::Status Create(const std::string& name, const std::string& protocol,
+                      csi::v1::CreateVolumeResponse* out = nullptr,
+                      const std::map<std::string, std::string>& extra = {}) {
+    grpc::ClientContext ctx;
+    csi::v1::CreateVolumeRequest req;
+    req.set_name(name);
+    req.mutable_capacity_range()->set_required_bytes(16LL << 20);
+    bool nfs = protocol == "nfs";
+    *req.add_volume_capabilities() =
+        Cap(!nfs, nfs ? VolumeCapability::AccessMode::MULTI_NODE_MULTI_WRITER
+                      : VolumeCapability::AccessMode::SINGLE_NODE_WRITER);
+    auto& p = *req.mutable_parameters();
+    p["agent"] = "storage-1";
+    p["pool"] = "demo";
+    p["protocol"] = protocol;
+    p["bindAddress"] = "127.0.0.1";
+    for (const auto& [k, v] : extra) p[k] = v;
+    csi::v1::CreateVolumeResponse resp;
+    auto s = csi_->CreateVolume(&ctx, req, &resp);
+    if (out != nullptr) *out = resp;
+    return s;
+  }
+
+  grpc::Status Publish(const std::string& vol, const std::string& node, bool nfs = false,
+                       csi::v1::ControllerPublishVolumeResponse* out = nullptr) {
+    grpc::ClientContext ctx;
+    csi::v1::ControllerPublishVolumeRequest req;
+    req.set_volume_id(vol);
+    req.set_node_id(node);
+    *req.mutable_volume_capability() =
+        Cap(!nfs, nfs ? VolumeCapability::AccessMode::MULTI_NODE_MULTI_WRITER
+                      : VolumeCapability::AccessMode::SINGLE_NODE_WRITER);
+    csi::v1::ControllerPublishVolumeResponse resp;
+    auto s = csi_->ControllerPublishVolume(&ctx, req, &resp);
+    if (out != nullptr) *out = resp;
+    return s;
+  }
+
+  grpc::Status Unpublish(const std::string& vol, const std::string& node) {
+    grpc::ClientContext ctx;
+    csi::v1::ControllerUnpublishVolumeRequest req;
+    req.set_volume_id(vol);
+    req.set_node_id(node);
+    csi::v1::ControllerUnpublishVolumeResponse resp;
+    return csi_->ControllerUnpublishVolume(&ctx, req, &resp);
+  }
+
+  grpc::Status Delete(const std::string& vol) {
+    grpc::ClientContext ctx;
+    csi::v1::DeleteVolumeRequest req;
+    req.set_volume_id(vol);
+    csi::v1::DeleteVolumeResponse resp;
+    return csi_->DeleteVolume(&ctx, req, &resp);
+  }
+
+  // "True/Reconciled" etc. for the volume's ExportReconciled condition.
+  std::string Condition(const std::string& vol) {
+    auto o = store_->Get("PillarVolumeState", vol);
+    if (!o.ok()) return "absent";
+    for (const auto& c : o->status.value("conditions", nlohmann::json::array())) {
+      if (c.value("type", "") == "ExportReconciled") {
+        return c.value("status", "") + "/" + c.value("reason", "");
+      }
+    }
+    return "none";
+  }
+
+  std::string Subsys(const std::string& vol) const {
+    return tmp_.Sub("configfs/nvmet/subsystems/nqn.2026-12.com.bhyoo.pillar-csi:demo:2f") + vol;
+  }
+
+  TempDir tmp_;
+  std::unique_ptr<AgentProcess> agent_;
+  std::unique_ptr<ControllerProcess> controller_;
+  std::unique_ptr<csi::v1::Controller::Stub> csi_;
+  std::unique_ptr<pillar::registry::v1::NodeRegistry::Stub> registry_;
+  std::unique_ptr<store::Store> store_;
+};
+
+TEST_F(ControllerIntegrationTest, CsiLifecycleAndErrorCodes) {
+  RegisterNode("node-a", kNqnA, kIpA);
+  RegisterNode("node-b", kNqnB, kIpB);
+  {
+    auto identity = controller_->Identity();
+    grpc::ClientContext ctx;
+    csi::v1::GetPluginInfoResponse info;
+    ASSERT_TRUE(identity->GetPluginInfo(&ctx, {}, &info).ok());
+    EXPECT_EQ(info.name(), "pillar-csi.bhyoo.com");
+  }
+  // Bad input: the code and the field.
+  auto s = Create("", "nvmeof-tcp");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("name"), std::string::npos);
+  s = Create("vol-x", "nvmeof-tcp", nullptr, {{"acl", "maybe"}});
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("parameters.acl"), std::string::npos);
+  s = Create("vol-x", "smb");
+  EXPECT_NE(s.error_message().find("parameters.protocol"), std::string::npos);
+  s = Create("vol-x", "nvmeof-tcp", nullptr, {{"agent", "nowhere"}});
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_FALSE(store_->Get("PillarVolumeState", "vol-x").ok()) << "nothing half-applied";
+
+  csi::v1::CreateVolumeResponse created;
+  s = Create("vol-1", "nvmeof-tcp", &created);
+  ASSERT_TRUE(s.ok()) << s.error_message() << Slurp(tmp_.Sub("controller.log"));
+  EXPECT_EQ(created.volume().volume_id(), "vol-1");
+  EXPECT_EQ(created.volume().volume_context().at("targetID"),
+            "nqn.2026-12.com.bhyoo.pillar-csi:demo:2fvol-1");
+  EXPECT_EQ(created.volume().volume_context().at("port"), "4420");
+  EXPECT_GE(created.volume().capacity_bytes(), 16LL << 20);
+  EXPECT_EQ(Condition("vol-1"), "True/Reconciled");
+  // The export exists and admits nobody until a publish.
+  EXPECT_EQ(Slurp(Subsys("vol-1") + "/attr_allow_any_host"), "0\n");
+  EXPECT_TRUE(fs::is_empty(Subsys("vol-1") + "/allowed_hosts"));
+
+  csi::v1::CreateVolumeResponse again;
+  ASSERT_TRUE(Create("vol-1", "nvmeof-tcp", &again).ok());
+  EXPECT_EQ(again.volume().volume_id(), "vol-1");
+  EXPECT_EQ(Create("vol-1", "nvmeof-tcp", nullptr, {{"acl", "false"}}).error_code(),
+            grpc::StatusCode::ALREADY_EXISTS);
+
+  EXPECT_EQ(Publish("vol-1", "node-z").error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(Publish("vol-nope", "node-a").error_code(), grpc::StatusCode::NOT_FOUND);
+  csi::v1::ControllerPublishVolumeResponse pub;
+  s = Publish("vol-1", "node-a", false, &pub);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(pub.publish_context().at("address"), "127.0.0.1");
+  EXPECT_TRUE(fs::is_symlink(Subsys("vol-1") + "/allowed_hosts/" + kNqnA));
+  ASSERT_TRUE(Publish("vol-1", "node-a").ok()) << "publish is idempotent";
+  EXPECT_EQ(Publish("vol-1", "node-b").error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_FALSE(fs::exists(Subsys("vol-1") + "/allowed_hosts/" + kNqnB));
+  EXPECT_EQ(Delete("vol-1").error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+
+  ASSERT_TRUE(Unpublish("vol-1", "node-a").ok());
+  EXPECT_FALSE(fs::exists(Subsys("vol-1") + "/allowed_hosts/" + kNqnA));
+  ASSERT_TRUE(Unpublish("vol-1", "node-a").ok()) << "unpublish is idempotent";
+  auto obj = store_->Get("PillarVolumeState", "vol-1");
+  ASSERT_TRUE(obj.ok());
+  EXPECT_TRUE(obj->status["publishedNodes"].empty());
+  EXPECT_EQ(obj->status["publicationGeneration"], 3) << "publish +1, revoking +1, drop +1";
+
+  ASSERT_TRUE(Delete("vol-1").ok());
+  EXPECT_FALSE(fs::exists(Subsys("vol-1")));
+  EXPECT_FALSE(fs::exists(tmp_.Sub("pools/demo/vol-1.img")));
+  EXPECT_EQ(store_->Get("PillarVolumeState", "vol-1").status().code(), Code::kNotFound);
+  ASSERT_TRUE(Delete("vol-1").ok()) << "delete is idempotent";
+}
+
+TEST_F(ControllerIntegrationTest, AgentStateWipedIsRebuiltWithoutRestartingAnything) {
+  RegisterNode("node-a", kNqnA, kIpA);
+  ASSERT_TRUE(Create("vol-1", "nvmeof-tcp").ok());
+  ASSERT_TRUE(Publish("vol-1", "node-a").ok());
+  ASSERT_TRUE(fs::is_symlink(Subsys("vol-1") + "/allowed_hosts/" + kNqnA));
+
+  // A storage-node reboot: the agent goes away and the kernel state with it.
+  agent_->Stop();
+  fs::remove_all(tmp_.Sub("configfs"));
+  EXPECT_GE(WaitFor([&] { return Condition("vol-1") == "False/AgentUnavailable"; },
+                    std::chrono::seconds(15)),
+            0)
+      << Condition("vol-1");
+  ASSERT_TRUE(agent_->Start());
+  int64_t ms = WaitFor(
+      [&] {
+        return Condition("vol-1") == "True/Reconciled" &&
+               fs::is_symlink(Subsys("vol-1") + "/allowed_hosts/" + kNqnA);
+      },
+      std::chrono::seconds(15));
+  ASSERT_GE(ms, 0) << Condition("vol-1") << Slurp(tmp_.Sub("controller.log"));
+  std::cout << "[ metric ] agent restart with wiped target state -> Reconciled in " << ms
+            << " ms\n";
+  EXPECT_EQ(Slurp(Subsys("vol-1") + "/attr_allow_any_host"), "0\n");
+}
+
+TEST_F(ControllerIntegrationTest, RuleDeletedOutOfBandIsRestoredWithinOneResync) {
+  RegisterNode("node-a", kNqnA, kIpA);
+  ASSERT_TRUE(Create("vol-1", "nvmeof-tcp").ok());
+  ASSERT_TRUE(Publish("vol-1", "node-a").ok());
+  std::string link = Subsys("vol-1") + "/allowed_hosts/" + kNqnA;
+  fs::remove(link);
+  // Resync is 2 s with 20 % jitter: one interval is at most 2.4 s.
+  int64_t ms = WaitFor([&] { return fs::is_symlink(link); }, std::chrono::milliseconds(2400 + 1600));
+  ASSERT_GE(ms, 0) << Slurp(tmp_.Sub("controller.log"));
+  std::cout << "[ metric ] out-of-band ACL deletion repaired in " << ms << " ms\n";
+  // An entry added out of band is removed: the ACL never widens.
+  fs::create_directories(tmp_.Sub("configfs/nvmet/hosts/") + kNqnB);
+  fs::create_symlink("../../../hosts/" + std::string(kNqnB),
+                     Subsys("vol-1") + "/allowed_hosts/" + kNqnB);
+  EXPECT_GE(WaitFor([&] { return !fs::exists(Subsys("vol-1") + "/allowed_hosts/" + kNqnB); },
+                    std::chrono::seconds(5)),
+            0);
+  EXPECT_TRUE(fs::is_symlink(link));
+}
+
+TEST_F(ControllerIntegrationTest, NodeIdentityChangeRepairsEveryVolumePublishedToIt) {
+  RegisterNode("node-a", kNqnA, kIpA);
+  RegisterNode("node-b", kNqnB, kIpB);
+  for (const char* v : {"nfs-1", "nfs-2"}) {
+    auto s = Create(v, "nfs");
+    ASSERT_TRUE(s.ok()) << s.error_message() << Slurp(tmp_.Sub("agent.log"));
+    ASSERT_TRUE(Publish(v, "node-a", true).ok());
+    ASSERT_TRUE(Publish(v, "node-b", true).ok());
+  }
+  ASSERT_TRUE(Create("nvme-1", "nvmeof-tcp").ok());
+  ASSERT_TRUE(Publish("nvme-1", "node-a").ok());
+  std::string path1 = tmp_.Sub("pools/demo/nfs-1"), path2 = tmp_.Sub("pools/demo/nfs-2");
+  auto has = [&](const std::string& path, const std::string& ip) {
+    std::string t = ExportfsTable();
+    std::istringstream lines(t);
+    std::string current;
+    for (std::string l; std::getline(lines, l);) {
+      std::istringstream w(l);
+      std::string first;
+      w >> first;
+      if (!first.empty() && first[0] == '/') current = first;
+      if (current == path && l.find(ip + "(") != std::string::npos) return true;
+    }
+    return false;
+  };
+  ASSERT_TRUE(has(path1, kIpA) && has(path1, kIpB) && has(path2, kIpA)) << ExportfsTable();
+
+  // node-a is re-IP'd (new DHCP lease) and gets a new host NQN; it
+  // re-registers; its publications are untouched.
+  RegisterNode("node-a", kNqnA2, kIpA2);
+  int64_t ms = WaitFor(
+      [&] {
+        return has(path1, kIpA2) && has(path2, kIpA2) && !has(path1, kIpA) && !has(path2, kIpA) &&
+               fs::is_symlink(Subsys("nvme-1") + "/allowed_hosts/" + kNqnA2) &&
+               !fs::exists(Subsys("nvme-1") + "/allowed_hosts/" + kNqnA);
+      },
+      std::chrono::seconds(10));
+  ASSERT_GE(ms, 0) << ExportfsTable() << Slurp(tmp_.Sub("controller.log"));
+  std::cout << "[ metric ] node identity change -> 3 volumes repaired in " << ms << " ms\n";
+  EXPECT_TRUE(has(path1, kIpB) && has(path2, kIpB)) << "node-b untouched";
+
+  // Another node's unpublish leaves the re-IP'd node's rule alone.
+  ASSERT_TRUE(Unpublish("nfs-1", "node-b").ok());
+  EXPECT_FALSE(has(path1, kIpB));
+  EXPECT_TRUE(has(path1, kIpA2)) << ExportfsTable();
+  EXPECT_TRUE(has(path2, kIpB) && has(path2, kIpA2));
+  EXPECT_EQ(Condition("nfs-1"), "True/Reconciled");
+}
+
+TEST_F(ControllerIntegrationTest, VolumeWithoutExportSpecIsNeverGuessedThenRepairedByPillarctl) {
+  RegisterNode("node-a", kNqnA, kIpA);
+  ASSERT_TRUE(Create("legacy-1", "nvmeof-tcp").ok());
+  ASSERT_TRUE(Publish("legacy-1", "node-a").ok());
+  // Data on the volume, to prove it survives.
+  std::string image = tmp_.Sub("pools/demo/legacy-1.img");
+  {
+    std::fstream f(image, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(4096);
+    f << "pillar-seed-001-data";
+  }
+  // A volume from before exportSpec was recorded.
+  for (int i = 0; i < 5; ++i) {
+    auto o = store_->Get("PillarVolumeState", "legacy-1");
+    ASSERT_TRUE(o.ok());
+    o->status.erase("exportSpec");
+    if (store_->UpdateStatus(*o).ok()) break;
+  }
+  // Target state lost; the agent comes back empty.
+  agent_->Stop();
+  fs::remove_all(tmp_.Sub("configfs"));
+  ASSERT_TRUE(agent_->Start());
+  ASSERT_GE(WaitFor([&] { return Condition("legacy-1") == "False/ExportSpecMissing"; },
+                    std::chrono::seconds(10)),
+            0)
+      << Condition("legacy-1");
+  // Untouched: several resyncs later, no export was guessed.
+  std::this_thread::sleep_for(std::chrono::seconds(5));
+  EXPECT_FALSE(fs::exists(Subsys("legacy-1")));
+  EXPECT_EQ(Condition("legacy-1"), "False/ExportSpecMissing");
+  auto before = store_->Get("PillarVolumeState", "legacy-1");
+  ASSERT_TRUE(before.ok());
+
+  SystemExec exec;
+  std::string ctl = PILLARCTL_BIN;
+  std::string store_flag = "--store=" + controller_->store_path();
+  // Every value must be given explicitly.
+  auto missing = exec.Run({{ctl, store_flag, "repair", "export-spec", "legacy-1", "--port=4420",
+                            "--bind-address=127.0.0.1"}});
+  ASSERT_TRUE(missing.ok());
+  EXPECT_NE(missing->exit_code, 0);
+  auto bad = exec.Run({{ctl, store_flag, "repair", "export-spec", "legacy-1", "--port=4420",
+                        "--bind-address=127.0.0.1", "--acl-enabled=yes"}});
+  ASSERT_TRUE(bad.ok());
+  EXPECT_NE(bad->exit_code, 0);
+  EXPECT_NE(bad->err.find("--acl-enabled"), std::string::npos) << bad->err;
+  // A stale snapshot pin is refused and writes nothing.
+  auto stale = exec.Run({{ctl, store_flag, "repair", "export-spec", "legacy-1", "--port=4420",
+                          "--bind-address=127.0.0.1", "--acl-enabled=true",
+                          "--expect-resource-version=1"}});
+  ASSERT_TRUE(stale.ok());
+  EXPECT_NE(stale->exit_code, 0);
+  EXPECT_EQ(store_->Get("PillarVolumeState", "legacy-1")->resource_version,
+            before->resource_version);
+
+  auto repaired = exec.Run(
+      {{ctl, store_flag, "repair", "export-spec", "legacy-1", "--bind-address=127.0.0.1",
+        "--port=4420", "--acl-enabled=true", "--expect-uid=" + before->uid,
+        "--backup-dir=" + tmp_.Sub("backup"), "--timeout=30"},
+       "",
+       std::chrono::seconds(60)});
+  ASSERT_TRUE(repaired.ok());
+  EXPECT_EQ(repaired->exit_code, 0) << repaired->out << repaired->err;
+  EXPECT_NE(repaired->out.find("ExportReconciled=True reason=Reconciled"), std::string::npos);
+  EXPECT_TRUE(fs::exists(tmp_.Sub("backup/pvst-backup.json")));
+  EXPECT_TRUE(fs::is_symlink(Subsys("legacy-1") + "/allowed_hosts/" + kNqnA));
+  auto after = store_->Get("PillarVolumeState", "legacy-1");
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->status["publishedNodes"], before->status["publishedNodes"]);
+  EXPECT_EQ(after->status["exportSpec"]["aclEnabled"], true);
+  std::string data = Slurp(image);
+  EXPECT_EQ(data.substr(4096, 20), "pillar-seed-001-data");
+  // A second repair is refused: the record exists now.
+  auto twice = exec.Run({{ctl, store_flag, "repair", "export-spec", "legacy-1",
+                          "--bind-address=127.0.0.1", "--port=4420", "--acl-enabled=false"}});
+  ASSERT_TRUE(twice.ok());
+  EXPECT_NE(twice->exit_code, 0);
+  EXPECT_EQ(store_->Get("PillarVolumeState", "legacy-1")->status["exportSpec"]["aclEnabled"], true);
+}
+
+}  // namespace
+}  // namespace pillar::testing
