@@ -140,9 +140,10 @@ StatusOr<BackendVolume> FileBackend::Expand(const std::string& name, int64_t siz
     RETURN_IF_ERROR(WriteSidecar(name, target));
   } else {
     const std::string image = ImagePath(name);
-    RETURN_IF_ERROR(fs_.ResizeFile(image, target));
     // An attached loop device keeps its old size until told to re-read it.
+    // Asked before growing, so a failing losetup leaves the image as it was.
     ASSIGN_OR_RETURN(std::vector<std::string> devices, LoopDevicesOf(image));
+    RETURN_IF_ERROR(fs_.ResizeFile(image, target));
     for (const auto& dev : devices) {
       RETURN_IF_ERROR(exec_.RunOk({{"losetup", "--set-capacity", dev}, "", kChangeTimeout}));
     }

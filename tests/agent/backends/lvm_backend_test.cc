@@ -83,7 +83,8 @@ TEST_F(LvmBackendTest, BadVgOrThinPoolNamesRefuseEverything) {
       {"../x", ""},    {"-rf", ""},    {"a;b", ""},     {"", ""},
       {"vg0/sub", ""}, {"vg0", "-rf"}, {"vg0", "tp/x"}, {"vg0", "a;b"}};
   for (const auto& [vg, thin] : bad) {
-    SCOPED_TRACE(vg + " " + thin);
+    SCOPED_TRACE(vg);
+    SCOPED_TRACE(thin);
     LvmBackend b(vg, thin, exec_);
     ExpectEveryOperationRefused(b);
   }

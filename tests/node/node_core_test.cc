@@ -1,0 +1,527 @@
+#include "node/node_core.h"
+
+#include <gtest/gtest.h>
+
+#include "common/fake_exec.h"
+#include "common/temp_dir.h"
+#include "node/attach/iscsi.h"
+#include "node/attach/nvme.h"
+#include "node/selfheal.h"
+#include "node_test_util.h"
+
+namespace pillar::node {
+namespace {
+
+using pillar::testing::FakeExec;
+using pillar::testing::TempDir;
+using testing::FakeClock;
+using testing::FakeMounter;
+using testing::NvmeSysfsBuilder;
+using testing::WriteText;
+
+constexpr const char* kNqn = "nqn.2026-01.com.bhyoo.pillar:tank.pvc-1";
+constexpr const char* kHostNqn = "nqn.2014-08.org.nvmexpress:uuid:5d1b5a2e-8a5b-4bd5-9c1e-0c7b1f1a2b3c";
+
+int CountCalls(FakeExec& exec, const std::string& prefix) {
+  int n = 0;
+  for (const auto& line : exec.CallLines()) n += line.rfind(prefix, 0) == 0 ? 1 : 0;
+  return n;
+}
+
+// One node: the real NodeCore and attachers over a temp sysfs, FakeExec and
+// FakeMounter. Reopen() builds a fresh instance over the same state dir, as a
+// restarted plugin would.
+class Node {
+ public:
+  Node(const std::string& root, FakeExec& exec, FakeMounter& mounter)
+      : nvme_(exec, fs_, clock_, root + "/sys", root + "/hostnqn", Opts()),
+        iscsi_(exec, fs_, clock_, root + "/sys", Opts()),
+        nfs_(exec),
+        formatter_(exec),
+        records_(fs_, root + "/state/volumes"),
+        core_(NodeDeps{fs_, mounter, Attachers{&nvme_, &iscsi_}, nfs_, formatter_, records_,
+                       volume_locks_, connection_locks_, root + "/sys"}),
+        healer_(records_, Attachers{&nvme_, &iscsi_}, mounter, nfs_, volume_locks_,
+                connection_locks_) {
+    EXPECT_TRUE(records_.Init().ok());
+  }
+  static AttachOptions Opts() {
+    AttachOptions o;
+    o.device_timeout_ms = 5000;
+    return o;
+  }
+  NodeCore& core() { return core_; }
+  SelfHealer& healer() { return healer_; }
+  StageRecordStore& records() { return records_; }
+
+ private:
+  PosixFs fs_;
+  FakeClock clock_;
+  NvmeAttacher nvme_;
+  IscsiAttacher iscsi_;
+  NfsMounter nfs_;
+  DeviceFormatter formatter_;
+  StageRecordStore records_;
+  NamedLocks volume_locks_, connection_locks_;
+  NodeCore core_;
+  SelfHealer healer_;
+};
+
+class NodeCoreTest : public ::testing::Test {
+ protected:
+  NodeCoreTest() : sys_(tmp_.Sub("sys")) {
+    WriteText(tmp_.Sub("hostnqn"), std::string(kHostNqn) + "\n");
+    std::filesystem::create_directories(tmp_.Sub("sys/class/nvme-subsystem"));
+    std::filesystem::create_directories(tmp_.Sub("sys/block"));
+    std::filesystem::create_directories(tmp_.Sub("kubelet"));
+    // The target: connecting creates the subsystem, controller and the
+    // namespaces this test exported.
+    exec_.On({"nvme", "connect"}, [this](const Command&) -> StatusOr<ExecResult> {
+      sys_.AddSubsystem(0, kNqn);
+      sys_.AddController(0, 0, kNqn, "10.0.0.1", 4420);
+      for (int64_t nsid : exported_) sys_.AddNamespace(0, static_cast<int>(nsid), 0, nsid);
+      return ExecResult{0, "", ""};
+    });
+    exec_.On({"nvme", "disconnect"}, [this](const Command&) -> StatusOr<ExecResult> {
+      sys_.RemoveSubsystem(0);
+      for (int64_t nsid : exported_) sys_.RemoveNamespace(0, static_cast<int>(nsid));
+      return ExecResult{0, "", ""};
+    });
+    exec_.OnOutput({"nvme", "ns-rescan"}, "");
+    exec_.OnOutput({"blkid"}, "", 2);
+    exec_.OnOutput({"mkfs.ext4"}, "");
+    exec_.OnOutput({"resize2fs"}, "");
+    node_ = std::make_unique<Node>(tmp_.path(), exec_, mounter_);
+  }
+
+  std::string Staging(const std::string& vol = "pvc-1") {
+    return tmp_.Sub("kubelet/plugins/pillar/" + vol + "/globalmount");
+  }
+  std::string Target(const std::string& vol = "pvc-1") {
+    return tmp_.Sub("kubelet/pods/u1/volumes/" + vol + "/mount");
+  }
+
+  StageRequest Stage(const std::string& vol = "pvc-1", int64_t nsid = 1) {
+    StageRequest r;
+    r.volume_id = vol;
+    r.staging_path = Staging(vol);
+    r.context = {{"protocol", "nvmeof-tcp"}, {"targetID", kNqn},     {"address", "10.0.0.1"},
+                 {"port", "4420"},           {"fsType", "ext4"},     {"agentVolumeID", "tank/" + vol},
+                 {"nsid", std::to_string(nsid)}};
+    return r;
+  }
+  PublishRequest Publish(const std::string& vol = "pvc-1") {
+    PublishRequest p;
+    p.volume_id = vol;
+    p.staging_path = Staging(vol);
+    p.target_path = Target(vol);
+    return p;
+  }
+  NodeCore& core() { return node_->core(); }
+
+  TempDir tmp_;
+  FakeExec exec_;
+  FakeMounter mounter_;
+  NvmeSysfsBuilder sys_;
+  std::vector<int64_t> exported_{1};
+  std::unique_ptr<Node> node_;
+};
+
+TEST_F(NodeCoreTest, StageConnectsFormatsTheBlankDeviceAndMounts) {
+  ASSERT_TRUE(core().Stage(Stage()).ok());
+  EXPECT_EQ(exec_.CallLines(),
+            (std::vector<std::string>{
+                std::string("nvme connect -t tcp -a 10.0.0.1 -s 4420 -n ") + kNqn +
+                    " --hostnqn=" + kHostNqn,
+                "blkid -p -o export /dev/nvme0n1", "mkfs.ext4 /dev/nvme0n1"}));
+  ASSERT_EQ(mounter_.mount_calls.size(), 1u);
+  EXPECT_EQ(mounter_.mount_calls[0].source, "/dev/nvme0n1");
+  EXPECT_EQ(mounter_.mount_calls[0].target, Staging());
+  EXPECT_EQ(mounter_.mount_calls[0].fs_type, "ext4");
+  EXPECT_FALSE(mounter_.mount_calls[0].bind);
+  auto rec = node_->records().Get("pvc-1");
+  ASSERT_TRUE(rec.ok());
+  EXPECT_EQ(rec->state, "staged");
+  EXPECT_EQ(rec->device, "/dev/nvme0n1");
+  EXPECT_EQ(rec->fs_type, "ext4");
+}
+
+TEST_F(NodeCoreTest, StageIsIdempotent) {
+  ASSERT_TRUE(core().Stage(Stage()).ok());
+  exec_.ClearCalls();
+  ASSERT_TRUE(core().Stage(Stage()).ok());
+  EXPECT_TRUE(exec_.calls().empty());
+  EXPECT_EQ(mounter_.mount_calls.size(), 1u);
+}
+
+TEST_F(NodeCoreTest, StageOfAVolumeStagedElsewhereIsAlreadyExists) {
+  ASSERT_TRUE(core().Stage(Stage()).ok());
+  StageRequest other = Stage();
+  other.staging_path = tmp_.Sub("kubelet/elsewhere");
+  EXPECT_EQ(core().Stage(other).code(), Code::kAlreadyExists);
+}
+
+TEST_F(NodeCoreTest, ExistingFilesystemIsMountedWithoutMkfs) {
+  exec_.OnOutput({"blkid"}, "DEVNAME=/dev/nvme0n1\nTYPE=ext4\nUSAGE=filesystem\n");
+  ASSERT_TRUE(core().Stage(Stage()).ok());
+  EXPECT_EQ(CountCalls(exec_, "mkfs"), 0);
+  EXPECT_EQ(mounter_.mount_calls.size(), 1u);
+}
+
+TEST_F(NodeCoreTest, MismatchedFilesystemIsFailedPreconditionNoMkfsNoMount) {
+  exec_.OnOutput({"blkid"}, "DEVNAME=/dev/nvme0n1\nTYPE=xfs\nUSAGE=filesystem\n");
+  Status s = core().Stage(Stage());
+  EXPECT_EQ(s.code(), Code::kFailedPrecondition) << s.ToString();
+  EXPECT_EQ(CountCalls(exec_, "mkfs"), 0);
+  EXPECT_TRUE(mounter_.mount_calls.empty());
+}
+
+TEST_F(NodeCoreTest, BlkidErrorMeansNoMkfsAndAnError) {
+  exec_.OnOutput({"blkid"}, "", 4, "blkid: bad usage\n");
+  EXPECT_FALSE(core().Stage(Stage()).ok());
+  EXPECT_EQ(CountCalls(exec_, "mkfs"), 0);
+  EXPECT_TRUE(mounter_.mount_calls.empty());
+}
+
+TEST_F(NodeCoreTest, InvalidRequestsRunNothing) {
+  StageRequest r = Stage();
+  r.volume_id = "";
+  Status s = core().Stage(r);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("volume_id"), std::string::npos);
+
+  r = Stage();
+  r.staging_path = "relative/path";
+  s = core().Stage(r);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("staging_target_path"), std::string::npos);
+
+  r = Stage();
+  r.staging_path = tmp_.Sub("kubelet/../etc");
+  EXPECT_EQ(core().Stage(r).code(), Code::kInvalidArgument);
+
+  for (auto [key, value] : std::vector<std::pair<std::string, std::string>>{
+           {"targetID", "nqn.2026-01.com.x:a b"},
+           {"targetID", "--help"},
+           {"address", "example.com"},
+           {"address", "10.0.0.1;reboot"},
+           {"port", "0"},
+           {"port", "70000"},
+           {"port", "44x"},
+           {"protocol", "fc"},
+           {"ctrlLossTmo", "-1"}}) {
+    r = Stage();
+    r.context[key] = value;
+    s = core().Stage(r);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << key << "=" << value << " " << s.ToString();
+  }
+  r = Stage();
+  r.context.erase("port");
+  EXPECT_EQ(core().Stage(r).code(), Code::kInvalidArgument);
+  r = Stage();
+  r.mount_flags = {"noatime,exec"};
+  EXPECT_EQ(core().Stage(r).code(), Code::kInvalidArgument);
+
+  PublishRequest p = Publish();
+  p.target_path = "";
+  s = core().Publish(p);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("target_path"), std::string::npos);
+  EXPECT_EQ(core().Unpublish("pvc-1", "/a/./b").code(), Code::kInvalidArgument);
+  EXPECT_EQ(core().Unstage("pvc-1", "").code(), Code::kInvalidArgument);
+
+  EXPECT_TRUE(exec_.calls().empty());
+  EXPECT_TRUE(mounter_.mount_calls.empty());
+}
+
+TEST_F(NodeCoreTest, CtrlLossTmoFromTheContextReachesNvmeConnect) {
+  StageRequest r = Stage();
+  r.context["ctrlLossTmo"] = "600";
+  r.context["reconnectDelay"] = "5";
+  ASSERT_TRUE(core().Stage(r).ok());
+  EXPECT_NE(exec_.CallLines()[0].find(" --ctrl-loss-tmo=600 --reconnect-delay=5"),
+            std::string::npos);
+}
+
+TEST_F(NodeCoreTest, PublishOfAVolumeNotStagedIsFailedPrecondition) {
+  Status s = core().Publish(Publish());
+  EXPECT_EQ(s.code(), Code::kFailedPrecondition);
+  EXPECT_TRUE(mounter_.mount_calls.empty());
+}
+
+TEST_F(NodeCoreTest, PublishBindMountsTheStagingPathAndIsIdempotent) {
+  ASSERT_TRUE(core().Stage(Stage()).ok());
+  PublishRequest p = Publish();
+  p.read_only = true;
+  ASSERT_TRUE(core().Publish(p).ok());
+  ASSERT_EQ(mounter_.mount_calls.size(), 2u);
+  EXPECT_TRUE(mounter_.mount_calls[1].bind);
+  EXPECT_TRUE(mounter_.mount_calls[1].read_only);
+  EXPECT_EQ(mounter_.mount_calls[1].source, Staging());
+  EXPECT_EQ(mounter_.mount_calls[1].target, Target());
+  EXPECT_TRUE(std::filesystem::is_directory(Target()));
+  ASSERT_TRUE(core().Publish(p).ok());
+  EXPECT_EQ(mounter_.mount_calls.size(), 2u);
+}
+
+TEST_F(NodeCoreTest, BlockStageMountsNothingAndPublishBindsTheDevice) {
+  StageRequest r = Stage();
+  r.block = true;
+  ASSERT_TRUE(core().Stage(r).ok());
+  EXPECT_TRUE(mounter_.mount_calls.empty());
+  EXPECT_EQ(CountCalls(exec_, "blkid"), 0);  // a block volume's content is the pod's business
+  PublishRequest p = Publish();
+  p.block = true;
+  p.target_path = tmp_.Sub("kubelet/pods/u1/volumeDevices/pvc-1/dev");
+  ASSERT_TRUE(core().Publish(p).ok());
+  ASSERT_EQ(mounter_.mount_calls.size(), 1u);
+  EXPECT_EQ(mounter_.mount_calls[0].source, "/dev/nvme0n1");
+  EXPECT_TRUE(mounter_.mount_calls[0].bind);
+  EXPECT_TRUE(std::filesystem::is_regular_file(p.target_path));
+  // A mount-access publish of a block-staged volume is refused.
+  EXPECT_EQ(core().Publish(Publish()).code(), Code::kInvalidArgument);
+}
+
+// Seed 000: the mount point answers EACCES; unpublish must still unmount.
+TEST_F(NodeCoreTest, UnpublishWithStatFailingEaccesStillUnmountsAndSucceeds) {
+  ASSERT_TRUE(core().Stage(Stage()).ok());
+  ASSERT_TRUE(core().Publish(Publish()).ok());
+  mounter_.SetStatErr(Target(), EACCES);
+  Status s = core().Unpublish("pvc-1", Target());
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_FALSE(mounter_.unmount_calls.empty());
+  EXPECT_EQ(mounter_.unmount_calls[0].first, Target());
+  EXPECT_EQ(mounter_.unmount_calls[0].second, UnmountMode::kNormal);
+  EXPECT_FALSE(mounter_.IsMounted(Target()));
+  EXPECT_FALSE(std::filesystem::exists(Target()));
+}
+
+TEST_F(NodeCoreTest, UnpublishEscalatesOnlyForADeadFilesystem) {
+  ASSERT_TRUE(core().Stage(Stage()).ok());
+  ASSERT_TRUE(core().Publish(Publish()).ok());
+  mounter_.SetStatErr(Target(), ESTALE);
+  mounter_.SetUnmountErr(Target(), UnmountMode::kNormal, ESTALE);
+  ASSERT_TRUE(core().Unpublish("pvc-1", Target()).ok());
+  ASSERT_EQ(mounter_.unmount_calls.size(), 2u);
+  EXPECT_EQ(mounter_.unmount_calls[1].second, UnmountMode::kForce);
+  EXPECT_FALSE(mounter_.IsMounted(Target()));
+}
+
+TEST_F(NodeCoreTest, BusyMountIsAnErrorNeverALazyDetach) {
+  ASSERT_TRUE(core().Stage(Stage()).ok());
+  ASSERT_TRUE(core().Publish(Publish()).ok());
+  mounter_.SetUnmountErr(Target(), UnmountMode::kNormal, EBUSY);
+  EXPECT_EQ(core().Unpublish("pvc-1", Target()).code(), Code::kFailedPrecondition);
+  ASSERT_EQ(mounter_.unmount_calls.size(), 1u);
+  EXPECT_TRUE(mounter_.IsMounted(Target()));
+}
+
+TEST_F(NodeCoreTest, NotMountedAndNotPresentIsSuccess) {
+  EXPECT_TRUE(core().Unpublish("pvc-1", Target()).ok());
+  EXPECT_TRUE(core().Unstage("pvc-1", Staging()).ok());
+  EXPECT_TRUE(mounter_.unmount_calls.empty());
+  EXPECT_TRUE(exec_.calls().empty());
+}
+
+TEST_F(NodeCoreTest, PresentButNotMountedIsRemovedWithoutUnmount) {
+  std::filesystem::create_directories(Target());
+  EXPECT_TRUE(core().Unpublish("pvc-1", Target()).ok());
+  EXPECT_TRUE(mounter_.unmount_calls.empty());
+  EXPECT_FALSE(std::filesystem::exists(Target()));
+}
+
+TEST_F(NodeCoreTest, UnstageUnmountsDisconnectsAndForgets) {
+  ASSERT_TRUE(core().Stage(Stage()).ok());
+  exec_.ClearCalls();
+  ASSERT_TRUE(core().Unstage("pvc-1", Staging()).ok());
+  EXPECT_FALSE(mounter_.IsMounted(Staging()));
+  EXPECT_EQ(exec_.CallLines(), (std::vector<std::string>{std::string("nvme disconnect -n ") + kNqn}));
+  EXPECT_EQ(node_->records().Get("pvc-1").status().code(), Code::kNotFound);
+  // Again: nothing left to do.
+  exec_.ClearCalls();
+  EXPECT_TRUE(core().Unstage("pvc-1", Staging()).ok());
+  EXPECT_TRUE(exec_.calls().empty());
+}
+
+TEST_F(NodeCoreTest, DisconnectOnlyWhenTheLastUserUnstages) {
+  exported_ = {1, 2};
+  ASSERT_TRUE(core().Stage(Stage("pvc-1", 1)).ok());
+  ASSERT_TRUE(core().Stage(Stage("pvc-2", 2)).ok());
+  EXPECT_EQ(CountCalls(exec_, "nvme connect"), 1);  // the second found it connected
+  ASSERT_TRUE(core().Unstage("pvc-1", Staging("pvc-1")).ok());
+  EXPECT_EQ(CountCalls(exec_, "nvme disconnect"), 0);
+  ASSERT_TRUE(core().Unstage("pvc-2", Staging("pvc-2")).ok());
+  EXPECT_EQ(CountCalls(exec_, "nvme disconnect"), 1);
+}
+
+TEST_F(NodeCoreTest, UnstageRefusesToDisconnectADeviceStillMounted) {
+  ASSERT_TRUE(core().Stage(Stage()).ok());
+  ASSERT_TRUE(core().Publish(Publish()).ok());  // the CO "forgot" to unpublish
+  Status s = core().Unstage("pvc-1", Staging());
+  EXPECT_EQ(s.code(), Code::kFailedPrecondition) << s.ToString();
+  EXPECT_EQ(CountCalls(exec_, "nvme disconnect"), 0);
+  EXPECT_TRUE(node_->records().Get("pvc-1").ok());
+}
+
+TEST_F(NodeCoreTest, StageRecordsSurviveARestart) {
+  ASSERT_TRUE(core().Stage(Stage()).ok());
+  node_.reset();
+  node_ = std::make_unique<Node>(tmp_.path(), exec_, mounter_);  // a new plugin process
+  auto rec = node_->records().Get("pvc-1");
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  EXPECT_EQ(rec->target.target_id, kNqn);
+  EXPECT_EQ(rec->device, "/dev/nvme0n1");
+  ASSERT_EQ(node_->records().List().size(), 1u);
+  ASSERT_TRUE(core().Publish(Publish()).ok());
+  ASSERT_TRUE(core().Unpublish("pvc-1", Target()).ok());
+  exec_.ClearCalls();
+  ASSERT_TRUE(core().Unstage("pvc-1", Staging()).ok());
+  EXPECT_EQ(exec_.CallLines(), (std::vector<std::string>{std::string("nvme disconnect -n ") + kNqn}));
+}
+
+TEST_F(NodeCoreTest, InterruptedStageIsFinishedByTheRetry) {
+  exec_.OnOutput({"blkid"}, "", 8, "ambivalent\n");
+  EXPECT_FALSE(core().Stage(Stage()).ok());
+  auto rec = node_->records().Get("pvc-1");
+  ASSERT_TRUE(rec.ok());
+  EXPECT_EQ(rec->state, "attaching");  // left for Unstage / the retry
+  exec_.OnOutput({"blkid"}, "", 2);
+  ASSERT_TRUE(core().Stage(Stage()).ok());
+  EXPECT_EQ(node_->records().Get("pvc-1")->state, "staged");
+  EXPECT_EQ(CountCalls(exec_, "nvme connect"), 1);
+}
+
+TEST_F(NodeCoreTest, StatsReportUsageAndAbnormalConditions) {
+  ASSERT_TRUE(core().Stage(Stage()).ok());
+  ASSERT_TRUE(core().Publish(Publish()).ok());
+  auto st = core().Stats("pvc-1", Target());
+  ASSERT_TRUE(st.ok()) << st.status().ToString();
+  EXPECT_FALSE(st->abnormal);
+  EXPECT_TRUE(st->has_usage);
+  EXPECT_EQ(st->total_bytes, 1 << 30);
+
+  mounter_.SetVfs(Target(), VfsStat{EACCES});
+  st = core().Stats("pvc-1", Target());
+  ASSERT_TRUE(st.ok()) << st.status().ToString();  // a condition, not an RPC error
+  EXPECT_TRUE(st->abnormal);
+  EXPECT_NE(st->message.find("Permission denied"), std::string::npos) << st->message;
+
+  mounter_.SetVfs(Target(), VfsStat{ESTALE});
+  st = core().Stats("pvc-1", Target());
+  ASSERT_TRUE(st.ok());
+  EXPECT_TRUE(st->abnormal);
+
+  mounter_.SetVfs(Target(), VfsStat{});
+  sys_.RemoveNamespace(0, 1);
+  st = core().Stats("pvc-1", Target());
+  ASSERT_TRUE(st.ok());
+  EXPECT_TRUE(st->abnormal);
+  EXPECT_NE(st->message.find("no block device"), std::string::npos) << st->message;
+
+  EXPECT_EQ(core().Stats("pvc-9", Target()).status().code(), Code::kNotFound);
+}
+
+TEST_F(NodeCoreTest, BlockStatsReportTheDeviceSize) {
+  StageRequest r = Stage();
+  r.block = true;
+  ASSERT_TRUE(core().Stage(r).ok());
+  auto st = core().Stats("pvc-1", tmp_.Sub("kubelet/dev"));
+  ASSERT_TRUE(st.ok()) << st.status().ToString();
+  EXPECT_FALSE(st->abnormal);
+  EXPECT_EQ(st->total_bytes, int64_t{2097152} * 512);
+}
+
+TEST_F(NodeCoreTest, ExpandRescansAndGrowsTheFilesystem) {
+  ASSERT_TRUE(core().Stage(Stage()).ok());
+  exec_.ClearCalls();
+  auto size = core().Expand("pvc-1", Target(), 0);
+  ASSERT_TRUE(size.ok()) << size.status().ToString();
+  EXPECT_EQ(*size, int64_t{2097152} * 512);
+  EXPECT_EQ(exec_.CallLines(),
+            (std::vector<std::string>{"nvme ns-rescan /dev/nvme0", "resize2fs /dev/nvme0n1"}));
+  EXPECT_EQ(core().Expand("pvc-1", Target(), int64_t{4} << 30).status().code(),
+            Code::kUnavailable);
+}
+
+TEST_F(NodeCoreTest, SelfHealingRescansAMissingDeviceAndReconnects) {
+  ASSERT_TRUE(core().Stage(Stage()).ok());
+  exec_.ClearCalls();
+  HealReport r = node_->healer().RunOnce();
+  EXPECT_EQ(r.checked, 1);
+  EXPECT_EQ(r.healthy, 1);
+  EXPECT_TRUE(exec_.calls().empty());
+
+  sys_.RemoveNamespace(0, 1);  // the namespace notification was missed
+  r = node_->healer().RunOnce();
+  EXPECT_EQ(r.repaired, 1);
+  EXPECT_EQ(exec_.CallLines(), (std::vector<std::string>{"nvme ns-rescan /dev/nvme0"}));
+
+  exec_.ClearCalls();
+  sys_.RemoveSubsystem(0);  // the controller was lost for good
+  r = node_->healer().RunOnce();
+  EXPECT_EQ(r.repaired, 1);
+  ASSERT_EQ(exec_.calls().size(), 1u);
+  EXPECT_EQ(exec_.calls()[0][1], "connect");
+  EXPECT_EQ(CountCalls(exec_, "nvme disconnect"), 0);
+}
+
+class NfsNodeTest : public NodeCoreTest {
+ protected:
+  NfsNodeTest() {
+    exec_.On({"mount", "-t", "nfs4"}, [this](const Command& c) -> StatusOr<ExecResult> {
+      mounter_.AddMount({c.argv[c.argv.size() - 2], c.argv.back(), "nfs4"});
+      return ExecResult{0, "", ""};
+    });
+  }
+  StageRequest NfsStage() {
+    StageRequest r;
+    r.volume_id = "pvc-n";
+    r.staging_path = Staging("pvc-n");
+    r.mount_flags = {"noatime", "nconnect=4"};
+    r.context = {{"protocol", "nfs"},
+                 {"targetID", "/exports/tank/pvc-n"},
+                 {"address", "10.0.0.5"},
+                 {"port", "2049"}};
+    return r;
+  }
+};
+
+TEST_F(NfsNodeTest, StageMountsTheExportAtTheStagingPath) {
+  ASSERT_TRUE(core().Stage(NfsStage()).ok());
+  EXPECT_EQ(exec_.CallLines(),
+            (std::vector<std::string>{"mount -t nfs4 -o noatime,nconnect=4 10.0.0.5:/exports/tank/pvc-n " +
+                                      Staging("pvc-n")}));
+  ASSERT_TRUE(core().Stage(NfsStage()).ok());
+  EXPECT_EQ(exec_.calls().size(), 1u);
+  PublishRequest p = Publish("pvc-n");
+  ASSERT_TRUE(core().Publish(p).ok());
+  EXPECT_EQ(mounter_.mount_calls.back().source, Staging("pvc-n"));
+  ASSERT_TRUE(core().Unpublish("pvc-n", p.target_path).ok());
+  ASSERT_TRUE(core().Unstage("pvc-n", Staging("pvc-n")).ok());
+  EXPECT_FALSE(mounter_.IsMounted(Staging("pvc-n")));
+  EXPECT_EQ(exec_.calls().size(), 1u);  // no disconnect command for NFS
+}
+
+TEST_F(NfsNodeTest, BadExportPathRunsNothing) {
+  StageRequest r = NfsStage();
+  r.context["targetID"] = "/exports/../etc";
+  EXPECT_EQ(core().Stage(r).code(), Code::kInvalidArgument);
+  r.context["targetID"] = "/exports/a,b";
+  EXPECT_EQ(core().Stage(r).code(), Code::kInvalidArgument);
+  r = NfsStage();
+  r.block = true;
+  EXPECT_EQ(core().Stage(r).code(), Code::kInvalidArgument);
+  EXPECT_TRUE(exec_.calls().empty());
+}
+
+TEST_F(NfsNodeTest, SelfHealingRemountsAVanishedNfsStagingMount) {
+  ASSERT_TRUE(core().Stage(NfsStage()).ok());
+  mounter_.Unmount(Staging("pvc-n"), UnmountMode::kNormal);
+  exec_.ClearCalls();
+  EXPECT_EQ(node_->healer().RunOnce().repaired, 1);
+  EXPECT_EQ(CountCalls(exec_, "mount -t nfs4"), 1);
+  EXPECT_TRUE(mounter_.IsMounted(Staging("pvc-n")));
+}
+
+}  // namespace
+}  // namespace pillar::node

@@ -1,0 +1,283 @@
+#include "node/attach/nvme.h"
+
+#include <gtest/gtest.h>
+
+#include "common/fake_exec.h"
+#include "common/temp_dir.h"
+#include "node/attach/nvme_sysfs.h"
+#include "node_test_util.h"
+
+namespace pillar::node {
+namespace {
+
+using pillar::testing::FakeExec;
+using pillar::testing::TempDir;
+using testing::FakeClock;
+using testing::NvmeSysfsBuilder;
+using testing::WriteText;
+
+constexpr const char* kNqn = "nqn.2026-01.com.bhyoo.pillar:tank.pvc-1";
+constexpr const char* kOtherNqn = "nqn.2026-01.com.bhyoo.pillar:tank.pvc-2";
+constexpr const char* kHostNqn = "nqn.2014-08.org.nvmexpress:uuid:5d1b5a2e-8a5b-4bd5-9c1e-0c7b1f1a2b3c";
+
+RemoteTarget Target(const std::string& nqn = kNqn) {
+  RemoteTarget t;
+  t.protocol = "nvmeof-tcp";
+  t.target_id = nqn;
+  t.address = "10.0.0.1";
+  t.port = 4420;
+  t.nsid = 1;
+  return t;
+}
+
+class NvmeTest : public ::testing::Test {
+ protected:
+  NvmeTest() : sys_(tmp_.Sub("sys")) {
+    WriteText(tmp_.Sub("hostnqn"), std::string(kHostNqn) + "\n");
+    std::filesystem::create_directories(tmp_.Sub("sys/class/nvme-subsystem"));
+    std::filesystem::create_directories(tmp_.Sub("sys/block"));
+  }
+  NvmeAttacher Attacher(AttachOptions o = {}) {
+    return NvmeAttacher(exec_, fs_, clock_, tmp_.Sub("sys"), tmp_.Sub("hostnqn"), o);
+  }
+
+  TempDir tmp_;
+  PosixFs fs_;
+  FakeExec exec_;
+  FakeClock clock_;
+  NvmeSysfsBuilder sys_;
+};
+
+TEST_F(NvmeTest, ParsesControllerAddressAttribute) {
+  auto a = ParseNvmeAddress("traddr=10.0.0.1,trsvcid=4420,src_addr=10.0.0.2\n");
+  EXPECT_EQ(a["traddr"], "10.0.0.1");
+  EXPECT_EQ(a["trsvcid"], "4420");
+  EXPECT_EQ(a["src_addr"], "10.0.0.2");
+  auto v6 = ParseNvmeAddress("traddr=fd00::1,trsvcid=4420");
+  EXPECT_EQ(v6["traddr"], "fd00::1");
+  EXPECT_TRUE(ParseNvmeAddress("").empty());
+  EXPECT_TRUE(ParseNvmeAddress(",,=x,").empty());
+}
+
+TEST_F(NvmeTest, NamespaceDeviceNames) {
+  EXPECT_TRUE(IsNvmeNamespaceDevice("nvme0n1"));
+  EXPECT_TRUE(IsNvmeNamespaceDevice("nvme12n345"));
+  EXPECT_FALSE(IsNvmeNamespaceDevice("nvme0c0n1"));  // hidden multipath path node
+  EXPECT_FALSE(IsNvmeNamespaceDevice("nvme0"));
+  EXPECT_FALSE(IsNvmeNamespaceDevice("nvme0n1p1"));
+  EXPECT_FALSE(IsNvmeNamespaceDevice("nvme-subsys0"));
+  EXPECT_FALSE(IsNvmeNamespaceDevice("sda"));
+}
+
+TEST_F(NvmeTest, FindsNamespaceByNsidAndSubsystemNotByDeviceName) {
+  // subsys0 (other volume) holds nvme0n1 with nsid 1; subsys1 holds our
+  // namespace as nvme1n2 (instance 2) with nsid 1, and nsid 3 as nvme1n1.
+  sys_.AddSubsystem(0, kOtherNqn);
+  sys_.AddController(0, 0, kOtherNqn, "10.0.0.1", 4420);
+  sys_.AddNamespace(0, 1, 0, 1);
+  sys_.AddSubsystem(1, kNqn);
+  sys_.AddController(1, 1, kNqn, "10.0.0.1", 4420);
+  sys_.AddNamespace(1, 1, 1, 3);
+  sys_.AddNamespace(1, 2, 1, 1);
+  NvmeSysfs sysfs(fs_, tmp_.Sub("sys"));
+  EXPECT_EQ(sysfs.FindNamespaceDevice(kNqn, 1).value_or(""), "nvme1n2");
+  EXPECT_EQ(sysfs.FindNamespaceDevice(kNqn, 3).value_or(""), "nvme1n1");
+  EXPECT_EQ(sysfs.FindNamespaceDevice(kOtherNqn, 1).value_or(""), "nvme0n1");
+  EXPECT_FALSE(sysfs.FindNamespaceDevice(kNqn, 2).has_value());
+  auto sub = sysfs.FindSubsystem(kNqn);
+  ASSERT_TRUE(sub.has_value());
+  EXPECT_EQ(sub->name, "nvme-subsys1");
+  ASSERT_EQ(sub->controllers.size(), 1u);
+  EXPECT_EQ(sub->controllers[0].name, "nvme1");
+  EXPECT_EQ(sub->controllers[0].transport, "tcp");
+  EXPECT_EQ(sub->controllers[0].traddr, "10.0.0.1");
+  EXPECT_EQ(sub->controllers[0].trsvcid, "4420");
+  EXPECT_EQ(sub->controllers[0].state, "live");
+}
+
+TEST_F(NvmeTest, HiddenPathNodeIsNeverTheDevice) {
+  sys_.AddSubsystem(0, kNqn);
+  sys_.AddController(0, 0, kNqn, "10.0.0.1", 4420);
+  sys_.AddNamespace(0, 1, 0, 1);
+  sys_.RemoveNamespace(0, 1);  // only nvme0c0n1 remains in /sys/block
+  ASSERT_TRUE(std::filesystem::exists(tmp_.Sub("sys/block/nvme0c0n1/nsid")));
+  NvmeSysfs sysfs(fs_, tmp_.Sub("sys"));
+  EXPECT_FALSE(sysfs.FindNamespaceDevice(kNqn, 1).has_value());
+}
+
+TEST_F(NvmeTest, ConnectArgvIsExact) {
+  RemoteTarget t = Target();
+  EXPECT_EQ(NvmeAttacher::ConnectCommand(t, kHostNqn).ToString(),
+            std::string("nvme connect -t tcp -a 10.0.0.1 -s 4420 -n ") + kNqn +
+                " --hostnqn=" + kHostNqn);
+  t.ctrl_loss_tmo = 60;
+  t.reconnect_delay = 2;
+  EXPECT_EQ(NvmeAttacher::ConnectCommand(t, kHostNqn).ToString(),
+            std::string("nvme connect -t tcp -a 10.0.0.1 -s 4420 -n ") + kNqn +
+                " --hostnqn=" + kHostNqn + " --ctrl-loss-tmo=60 --reconnect-delay=2");
+}
+
+TEST_F(NvmeTest, ConnectsThenFindsTheDevice) {
+  exec_.On({"nvme", "connect"}, [&](const Command&) -> StatusOr<ExecResult> {
+    sys_.AddSubsystem(0, kNqn);
+    sys_.AddController(0, 0, kNqn, "10.0.0.1", 4420);
+    sys_.AddNamespace(0, 1, 0, 1);
+    return ExecResult{0, "", ""};
+  });
+  auto a = Attacher();
+  auto dev = a.Attach(Target());
+  ASSERT_TRUE(dev.ok()) << dev.status().ToString();
+  EXPECT_EQ(*dev, "/dev/nvme0n1");
+  ASSERT_EQ(exec_.calls().size(), 1u);
+  EXPECT_EQ(exec_.calls()[0][1], "connect");
+}
+
+TEST_F(NvmeTest, AlreadyConnectedIsDetectedThroughSysfs) {
+  sys_.AddSubsystem(0, kNqn);
+  sys_.AddController(0, 0, kNqn, "10.0.0.1", 4420);
+  sys_.AddNamespace(0, 1, 0, 1);
+  auto a = Attacher();
+  auto dev = a.Attach(Target());
+  ASSERT_TRUE(dev.ok()) << dev.status().ToString();
+  EXPECT_EQ(*dev, "/dev/nvme0n1");
+  EXPECT_TRUE(exec_.calls().empty());
+}
+
+TEST_F(NvmeTest, ReconnectingControllerIsNotConnectedAgain) {
+  sys_.AddSubsystem(0, kNqn);
+  sys_.AddController(0, 0, kNqn, "10.0.0.1", 4420, "connecting");
+  sys_.AddNamespace(0, 1, 0, 1);
+  auto a = Attacher();
+  ASSERT_TRUE(a.Attach(Target()).ok());
+  EXPECT_TRUE(exec_.calls().empty());
+  EXPECT_FALSE(a.Check(Target()).connected);
+  EXPECT_NE(a.Check(Target()).problem.find("reconnecting"), std::string::npos);
+}
+
+TEST_F(NvmeTest, DeletingControllerOrOtherPortalMeansConnect) {
+  sys_.AddSubsystem(0, kNqn);
+  sys_.AddController(0, 0, kNqn, "10.0.0.9", 4420);  // another portal
+  sys_.AddController(0, 1, kNqn, "10.0.0.1", 4420, "deleting");
+  sys_.AddNamespace(0, 1, 0, 1);
+  exec_.OnOutput({"nvme", "connect"}, "");
+  auto a = Attacher();
+  ASSERT_TRUE(a.Attach(Target()).ok());
+  ASSERT_EQ(exec_.calls().size(), 1u);
+  EXPECT_EQ(exec_.calls()[0][1], "connect");
+}
+
+TEST_F(NvmeTest, MissingHostNqnFailsBeforeConnecting) {
+  std::filesystem::remove(tmp_.Sub("hostnqn"));
+  auto a = Attacher();
+  auto dev = a.Attach(Target());
+  EXPECT_EQ(dev.status().code(), Code::kFailedPrecondition);
+  EXPECT_TRUE(exec_.calls().empty());
+}
+
+TEST_F(NvmeTest, FailedConnectIsAClearError) {
+  exec_.OnOutput({"nvme", "connect"}, "", 1, "could not add new controller: failed to write to nvme-fabrics device\n");
+  auto a = Attacher();
+  auto dev = a.Attach(Target());
+  EXPECT_EQ(dev.status().code(), Code::kUnavailable);
+  EXPECT_NE(dev.status().message().find("failed to write to nvme-fabrics"), std::string::npos);
+}
+
+// Seed 003: the subsystem is connected, the namespace's device never came.
+TEST_F(NvmeTest, MissingDeviceOnConnectedSubsystemIsRescannedOnEachController) {
+  sys_.AddSubsystem(0, kNqn);
+  sys_.AddController(0, 0, kNqn, "10.0.0.1", 4420);
+  sys_.AddController(0, 1, kNqn, "10.0.0.2", 4420);
+  int rescans = 0;
+  exec_.On({"nvme", "ns-rescan"}, [&](const Command&) -> StatusOr<ExecResult> {
+    if (++rescans == 2) sys_.AddNamespace(0, 4, 0, 1);  // appears after the last rescan
+    return ExecResult{0, "", ""};
+  });
+  auto a = Attacher();
+  auto dev = a.Attach(Target());
+  ASSERT_TRUE(dev.ok()) << dev.status().ToString();
+  EXPECT_EQ(*dev, "/dev/nvme0n4");
+  EXPECT_EQ(exec_.CallLines(),
+            (std::vector<std::string>{"nvme ns-rescan /dev/nvme0", "nvme ns-rescan /dev/nvme1"}));
+  EXPECT_TRUE(exec_.calls().size() == 2);  // no connect: it was connected
+}
+
+TEST_F(NvmeTest, DeviceThatNeverAppearsEndsWithAClearDeadlineError) {
+  sys_.AddSubsystem(0, kNqn);
+  sys_.AddController(0, 0, kNqn, "10.0.0.1", 4420);
+  exec_.OnOutput({"nvme", "ns-rescan"}, "");
+  AttachOptions o;
+  o.device_timeout_ms = 10000;
+  o.poll_interval_ms = 500;
+  o.rescan_after_ms = 2000;
+  auto a = Attacher(o);
+  auto dev = a.Attach(Target());
+  EXPECT_EQ(dev.status().code(), Code::kDeadlineExceeded);
+  EXPECT_NE(dev.status().message().find("namespace 1 of subsystem " + std::string(kNqn)),
+            std::string::npos);
+  EXPECT_NE(dev.status().message().find("ns-rescan"), std::string::npos);
+  EXPECT_GE(clock_.elapsed().count(), 10000);
+  EXPECT_LT(clock_.elapsed().count(), 11000);
+  // t=0, 2, 4, 6, 8 s: one rescan per interval, not one per poll.
+  EXPECT_EQ(exec_.calls().size(), 5u);
+}
+
+TEST_F(NvmeTest, FreshConnectGivesTheKernelTimeBeforeRescanning) {
+  exec_.On({"nvme", "connect"}, [&](const Command&) -> StatusOr<ExecResult> {
+    sys_.AddSubsystem(0, kNqn);
+    sys_.AddController(0, 0, kNqn, "10.0.0.1", 4420);
+    return ExecResult{0, "", ""};
+  });
+  exec_.On({"nvme", "ns-rescan"}, [&](const Command&) -> StatusOr<ExecResult> {
+    sys_.AddNamespace(0, 1, 0, 1);
+    return ExecResult{0, "", ""};
+  });
+  auto a = Attacher();
+  ASSERT_TRUE(a.Attach(Target()).ok());
+  EXPECT_EQ(clock_.elapsed().count(), 2500);  // rescanned at 2 s, found on the next poll
+  EXPECT_EQ(exec_.CallLines().back(), "nvme ns-rescan /dev/nvme0");
+}
+
+TEST_F(NvmeTest, DisconnectOnlyWhenConnected) {
+  auto a = Attacher();
+  EXPECT_TRUE(a.Detach(Target()).ok());
+  EXPECT_TRUE(exec_.calls().empty());
+  sys_.AddSubsystem(0, kNqn);
+  sys_.AddController(0, 0, kNqn, "10.0.0.1", 4420);
+  exec_.On({"nvme", "disconnect"}, [&](const Command&) -> StatusOr<ExecResult> {
+    sys_.RemoveSubsystem(0);
+    return ExecResult{0, "NQN:... disconnected 1 controller(s)\n", ""};
+  });
+  EXPECT_TRUE(a.Detach(Target()).ok());
+  EXPECT_EQ(exec_.CallLines(), (std::vector<std::string>{std::string("nvme disconnect -n ") + kNqn}));
+}
+
+TEST_F(NvmeTest, InvalidNqnRunsNothing) {
+  auto a = Attacher();
+  RemoteTarget t = Target("nqn.2026-01.com.x:a;reboot");
+  EXPECT_EQ(a.Attach(t).status().code(), Code::kInvalidArgument);
+  t = Target();
+  t.address = "10.0.0.1 -n x";
+  EXPECT_EQ(a.Attach(t).status().code(), Code::kInvalidArgument);
+  EXPECT_TRUE(exec_.calls().empty());
+}
+
+TEST_F(NvmeTest, HealConnectsALostSubsystemAndRescansAMissingDevice) {
+  exec_.OnOutput({"nvme", "connect"}, "");
+  exec_.OnOutput({"nvme", "ns-rescan"}, "");
+  auto a = Attacher();
+  ASSERT_TRUE(a.Heal(Target()).ok());
+  EXPECT_EQ(exec_.calls().back()[1], "connect");
+  exec_.ClearCalls();
+  sys_.AddSubsystem(0, kNqn);
+  sys_.AddController(0, 0, kNqn, "10.0.0.1", 4420);
+  ASSERT_TRUE(a.Heal(Target()).ok());
+  EXPECT_EQ(exec_.CallLines(), (std::vector<std::string>{"nvme ns-rescan /dev/nvme0"}));
+  exec_.ClearCalls();
+  sys_.AddNamespace(0, 1, 0, 1);
+  ASSERT_TRUE(a.Heal(Target()).ok());
+  EXPECT_TRUE(exec_.calls().empty());
+  EXPECT_TRUE(a.Check(Target()).problem.empty());
+}
+
+}  // namespace
+}  // namespace pillar::node
