@@ -3,7 +3,7 @@
 # checks in .clang-tidy, warnings as errors.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mapfile -t files < <(git ls-files --cached --others --exclude-standard 'src/*.cc' 'src/*.h' 'tests/*.cc' 'tests/*.h' 'bench/*.cc' 'fuzz/*.cc')
+mapfile -t files < <(git ls-files --cached --others --exclude-standard 'src/*.cc' 'src/*.h' 'tests/*.cc' 'tests/*.h' 'bench/*.cc' 'bench/*.h' 'fuzz/*.cc')
 clang-format --dry-run --Werror "${files[@]}"
 echo "lint: clang-format clean (${#files[@]} files)"
 build=${PILLAR_BUILD_DIR:-build}

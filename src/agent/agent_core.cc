@@ -86,9 +86,15 @@ Status AgentCore::ValidateHosts(Protocol protocol, const std::vector<std::string
   for (size_t i = 0; i < hosts.size(); ++i) {
     std::string field = "allowedHosts[" + std::to_string(i) + "]";
     switch (protocol) {
-      case Protocol::kNvmeofTcp: RETURN_IF_ERROR(validate::Nqn(field, hosts[i])); break;
-      case Protocol::kIscsi: RETURN_IF_ERROR(validate::Iqn(field, hosts[i])); break;
-      case Protocol::kNfs: RETURN_IF_ERROR(validate::IpOrCidr(field, hosts[i])); break;
+      case Protocol::kNvmeofTcp:
+        RETURN_IF_ERROR(validate::Nqn(field, hosts[i]));
+        break;
+      case Protocol::kIscsi:
+        RETURN_IF_ERROR(validate::Iqn(field, hosts[i]));
+        break;
+      case Protocol::kNfs:
+        RETURN_IF_ERROR(validate::IpOrCidr(field, hosts[i]));
+        break;
     }
   }
   return Status::Ok();
@@ -120,8 +126,8 @@ AgentInfo AgentCore::Info() {
   AgentInfo info{options_.node_name, kVersion, BootEpoch(), {}, {}};
   for (auto& [name, backend] : pools_) {
     auto cap = backend->Capacity();
-    info.pools.push_back({name, backend->kind(), cap.ok() ? *cap : PoolCapacity{},
-                          backend->modes()});
+    info.pools.push_back(
+        {name, backend->kind(), cap.ok() ? *cap : PoolCapacity{}, backend->modes()});
   }
   for (auto& [protocol, exporter] : exporters_) info.protocols.push_back(protocol);
   return info;
@@ -152,7 +158,8 @@ StatusOr<VolumeInfo> AgentCore::CreateVolume(const std::string& pool, const std:
     if (existing.status().code() != Code::kNotFound) return existing.status();
     // The storage is gone: the mark outlived an interrupted delete.
     RETURN_IF_ERROR(marks_.Remove(id, mark->volume_uid));
-    log::Warn("removed stale fencing mark of a deleted volume", {{"volume", id}, {"uid", mark->volume_uid}});
+    log::Warn("removed stale fencing mark of a deleted volume",
+              {{"volume", id}, {"uid", mark->volume_uid}});
   }
   ASSIGN_OR_RETURN(BackendVolume vol, backend->Create(name, size_bytes, mode, params));
   RETURN_IF_ERROR(marks_.Reset(id, volume_uid));
@@ -228,9 +235,8 @@ StatusOr<std::vector<PoolInfo>> AgentCore::Capacity(const std::string& pool) {
   return out;
 }
 
-StatusOr<ExportInfo> AgentCore::ApplyExport(const std::string& agent_volume_id,
-                                            Protocol protocol, const ExportParams& params,
-                                            const FenceToken& fence,
+StatusOr<ExportInfo> AgentCore::ApplyExport(const std::string& agent_volume_id, Protocol protocol,
+                                            const ExportParams& params, const FenceToken& fence,
                                             const std::vector<std::string>& allowed_hosts,
                                             std::vector<std::string>* changes) {
   ASSIGN_OR_RETURN(Split split, SplitId(agent_volume_id));
@@ -256,8 +262,7 @@ StatusOr<ExportInfo> AgentCore::ApplyExport(const std::string& agent_volume_id,
                               VolumeModeName(ModeFor(protocol)) + " volumes");
   }
   RETURN_IF_ERROR(EnsureTargetLoaded(*exporter));
-  RETURN_IF_ERROR(
-      marks_.Advance(agent_volume_id, fence.volume_uid, fence.publication_generation));
+  RETURN_IF_ERROR(marks_.Advance(agent_volume_id, fence.volume_uid, fence.publication_generation));
   ASSIGN_OR_RETURN(std::string backing, backend->Expose(split.name, vol->mode));
 
   DesiredExport want;
@@ -266,19 +271,27 @@ StatusOr<ExportInfo> AgentCore::ApplyExport(const std::string& agent_volume_id,
   want.params = params;
   want.allowed_hosts.insert(allowed_hosts.begin(), allowed_hosts.end());
   switch (protocol) {
-    case Protocol::kNvmeofTcp: want.target_id = TargetName(options_.nqn_prefix, agent_volume_id); break;
-    case Protocol::kIscsi: want.target_id = TargetName(options_.iqn_prefix, agent_volume_id); break;
-    case Protocol::kNfs: want.target_id = backing; break;
+    case Protocol::kNvmeofTcp:
+      want.target_id = TargetName(options_.nqn_prefix, agent_volume_id);
+      break;
+    case Protocol::kIscsi:
+      want.target_id = TargetName(options_.iqn_prefix, agent_volume_id);
+      break;
+    case Protocol::kNfs:
+      want.target_id = backing;
+      break;
   }
   std::vector<std::string> local;
   std::vector<std::string>* out = changes != nullptr ? changes : &local;
   size_t before = out->size();
   RETURN_IF_ERROR(exporter->Apply(want, out).Annotate("export " + agent_volume_id));
   if (out->size() != before) {
-    log::Info("export converged", {{"volume", agent_volume_id},
-                                   {"protocol", ProtocolName(protocol)},
-                                   {"generation", fence.publication_generation},
-                                   {"changes", std::vector<std::string>(out->begin() + static_cast<long>(before), out->end())}});
+    log::Info("export converged",
+              {{"volume", agent_volume_id},
+               {"protocol", ProtocolName(protocol)},
+               {"generation", fence.publication_generation},
+               {"changes",
+                std::vector<std::string>(out->begin() + static_cast<long>(before), out->end())}});
   }
   ASSIGN_OR_RETURN(auto actual, exporter->Get(agent_volume_id));
   if (!actual) return Internal("export " + agent_volume_id + " vanished right after apply");
@@ -317,8 +330,7 @@ Status AgentCore::UnexportVolume(const std::string& agent_volume_id, Protocol pr
   ASSIGN_OR_RETURN(Exporter * exporter, FindExporter(protocol));
   auto lock = VolumeLock(agent_volume_id);
   std::lock_guard<std::mutex> guard(*lock);
-  RETURN_IF_ERROR(
-      marks_.Advance(agent_volume_id, fence.volume_uid, fence.publication_generation));
+  RETURN_IF_ERROR(marks_.Advance(agent_volume_id, fence.volume_uid, fence.publication_generation));
   std::vector<std::string> local;
   std::vector<std::string>* out = changes != nullptr ? changes : &local;
   if (!exporter->StateToken().empty()) {

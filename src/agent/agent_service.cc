@@ -7,27 +7,37 @@ namespace {
 
 StatusOr<Protocol> ProtocolFromProto(v1::Protocol p) {
   switch (p) {
-    case v1::PROTOCOL_NVMEOF_TCP: return Protocol::kNvmeofTcp;
-    case v1::PROTOCOL_ISCSI: return Protocol::kIscsi;
-    case v1::PROTOCOL_NFS: return Protocol::kNfs;
-    default: return InvalidArgument("protocol is unspecified or unknown");
+    case v1::PROTOCOL_NVMEOF_TCP:
+      return Protocol::kNvmeofTcp;
+    case v1::PROTOCOL_ISCSI:
+      return Protocol::kIscsi;
+    case v1::PROTOCOL_NFS:
+      return Protocol::kNfs;
+    default:
+      return InvalidArgument("protocol is unspecified or unknown");
   }
 }
 
 v1::Protocol ProtocolToProto(Protocol p) {
   switch (p) {
-    case Protocol::kNvmeofTcp: return v1::PROTOCOL_NVMEOF_TCP;
-    case Protocol::kIscsi: return v1::PROTOCOL_ISCSI;
-    case Protocol::kNfs: return v1::PROTOCOL_NFS;
+    case Protocol::kNvmeofTcp:
+      return v1::PROTOCOL_NVMEOF_TCP;
+    case Protocol::kIscsi:
+      return v1::PROTOCOL_ISCSI;
+    case Protocol::kNfs:
+      return v1::PROTOCOL_NFS;
   }
   return v1::PROTOCOL_UNSPECIFIED;
 }
 
 StatusOr<VolumeMode> ModeFromProto(v1::VolumeMode m) {
   switch (m) {
-    case v1::VOLUME_MODE_BLOCK: return VolumeMode::kBlock;
-    case v1::VOLUME_MODE_FILESYSTEM: return VolumeMode::kFilesystem;
-    default: return InvalidArgument("mode is unspecified or unknown");
+    case v1::VOLUME_MODE_BLOCK:
+      return VolumeMode::kBlock;
+    case v1::VOLUME_MODE_FILESYSTEM:
+      return VolumeMode::kFilesystem;
+    default:
+      return InvalidArgument("mode is unspecified or unknown");
   }
 }
 
@@ -124,8 +134,7 @@ grpc::Status AgentService::DeleteVolume(grpc::ServerContext* ctx,
   return Reply(ctx, core_.DeleteVolume(req->agent_volume_id(), req->volume_uid()));
 }
 
-grpc::Status AgentService::ListVolumes(grpc::ServerContext* ctx,
-                                       const v1::ListVolumesRequest* req,
+grpc::Status AgentService::ListVolumes(grpc::ServerContext* ctx, const v1::ListVolumesRequest* req,
                                        v1::ListVolumesResponse* resp) {
   auto vols = core_.ListVolumes(req->pool());
   if (!vols.ok()) return Reply(ctx, vols.status());
@@ -133,8 +142,7 @@ grpc::Status AgentService::ListVolumes(grpc::ServerContext* ctx,
   return grpc::Status::OK;
 }
 
-grpc::Status AgentService::GetCapacity(grpc::ServerContext* ctx,
-                                       const v1::GetCapacityRequest* req,
+grpc::Status AgentService::GetCapacity(grpc::ServerContext* ctx, const v1::GetCapacityRequest* req,
                                        v1::GetCapacityResponse* resp) {
   auto pools = core_.Capacity(req->pool());
   if (!pools.ok()) return Reply(ctx, pools.status());
@@ -142,8 +150,7 @@ grpc::Status AgentService::GetCapacity(grpc::ServerContext* ctx,
   return grpc::Status::OK;
 }
 
-grpc::Status AgentService::ApplyExport(grpc::ServerContext* ctx,
-                                       const v1::ApplyExportRequest* req,
+grpc::Status AgentService::ApplyExport(grpc::ServerContext* ctx, const v1::ApplyExportRequest* req,
                                        v1::ApplyExportResponse* resp) {
   auto protocol = ProtocolFromProto(req->protocol());
   if (!protocol.ok()) return Reply(ctx, protocol.status());
@@ -187,8 +194,8 @@ grpc::Status AgentService::UnexportVolume(grpc::ServerContext* ctx,
   if (!protocol.ok()) return Reply(ctx, protocol.status());
   if (!req->has_fence()) return Reply(ctx, InvalidArgument("fence is required"));
   std::vector<std::string> changes;
-  Status s =
-      core_.UnexportVolume(req->agent_volume_id(), *protocol, FenceFromProto(req->fence()), &changes);
+  Status s = core_.UnexportVolume(req->agent_volume_id(), *protocol, FenceFromProto(req->fence()),
+                                  &changes);
   if (!s.ok()) return Reply(ctx, s);
   for (auto& c : changes) resp->add_changes(std::move(c));
   return grpc::Status::OK;

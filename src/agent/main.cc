@@ -2,11 +2,11 @@
 // (plaintext only with --insecure, for local demos) on top of the node's pools
 // and kernel targets.
 #include <grpcpp/grpcpp.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <condition_variable>
-#include <pthread.h>
 #include <csignal>
 #include <memory>
 #include <thread>
@@ -37,7 +37,8 @@ std::string Hostname() {
 // "--pool NAME=KIND[:ARG]": file:<dir>, lvm, lvm-thin:<thinpool>, zfs.
 StatusOr<std::unique_ptr<Backend>> MakePool(const std::string& spec, Exec& exec, Fs& fs) {
   size_t eq = spec.find('=');
-  if (eq == std::string::npos) return InvalidArgument("--pool \"" + spec + "\": want NAME=KIND[:ARG]");
+  if (eq == std::string::npos)
+    return InvalidArgument("--pool \"" + spec + "\": want NAME=KIND[:ARG]");
   std::string name = spec.substr(0, eq);
   std::string rest = spec.substr(eq + 1);
   size_t colon = rest.find(':');
@@ -45,7 +46,8 @@ StatusOr<std::unique_ptr<Backend>> MakePool(const std::string& spec, Exec& exec,
   std::string arg = colon == std::string::npos ? "" : rest.substr(colon + 1);
   RETURN_IF_ERROR(validate::PoolName("--pool name", name));
   if (kind == "file") {
-    if (arg.empty() || arg[0] != '/') return InvalidArgument("--pool " + name + ": file needs an absolute directory");
+    if (arg.empty() || arg[0] != '/')
+      return InvalidArgument("--pool " + name + ": file needs an absolute directory");
     RETURN_IF_ERROR(fs.MakeDirs(arg));
     return std::unique_ptr<Backend>(std::make_unique<FileBackend>(name, arg, exec, fs));
   }
@@ -82,20 +84,24 @@ int Run(int argc, char** argv) {
   app.add_option("--tls-cert", tls.cert, "server certificate (PEM)");
   app.add_option("--tls-key", tls.key, "server private key (PEM)");
   app.add_option("--tls-ca", tls.ca, "CA bundle client certificates must chain to");
-  app.add_flag("--insecure", insecure, "serve plaintext without client authentication (demos only)");
+  app.add_flag("--insecure", insecure,
+               "serve plaintext without client authentication (demos only)");
   app.add_option("--node-name", node_name, "name reported to the controller");
-  app.add_option("--pool", pools, "NAME=file:<dir> | NAME=lvm | NAME=lvm-thin:<thinpool> | NAME=zfs")
+  app.add_option("--pool", pools,
+                 "NAME=file:<dir> | NAME=lvm | NAME=lvm-thin:<thinpool> | NAME=zfs")
       ->required();
   app.add_option("--configfs-root", configfs_root, "where configfs is mounted");
   app.add_flag("--simulate-configfs", simulate_configfs,
                "treat --configfs-root as a plain directory shaped like configfs (demos and tests; "
                "no kernel target is configured)");
-  app.add_option("--state-dir", state_dir, "agent state; fencing marks live in <state-dir>/generations");
+  app.add_option("--state-dir", state_dir,
+                 "agent state; fencing marks live in <state-dir>/generations");
   app.add_option("--exports-dir", exports_dir, "exports.d directory for knfsd");
   app.add_option("--nfsd-proc", nfsd_proc, "nfsd's proc directory");
   app.add_option("--protocols", protocols, "protocols to serve")->delimiter(',');
   app.add_flag("--no-load-modules", no_load_modules, "never modprobe target modules");
-  app.add_option("--epoch-check-interval", epoch_check_seconds, "seconds between target-state checks");
+  app.add_option("--epoch-check-interval", epoch_check_seconds,
+                 "seconds between target-state checks");
   app.add_option("--nqn-prefix", core_opts.nqn_prefix, "prefix of subsystem NQNs");
   app.add_option("--iqn-prefix", core_opts.iqn_prefix, "prefix of target IQNs");
   app.add_option("--log-level", log_level, "debug, info, warn, error");
@@ -113,8 +119,10 @@ int Run(int argc, char** argv) {
     log::Error("agent cannot start", {{"error", s.ToString()}});
     return 2;
   };
-  if (Status s = validate::Nqn("--nqn-prefix", core_opts.nqn_prefix + ":x"); !s.ok()) return fail(s);
-  if (Status s = validate::Iqn("--iqn-prefix", core_opts.iqn_prefix + ":x"); !s.ok()) return fail(s);
+  if (Status s = validate::Nqn("--nqn-prefix", core_opts.nqn_prefix + ":x"); !s.ok())
+    return fail(s);
+  if (Status s = validate::Iqn("--iqn-prefix", core_opts.iqn_prefix + ":x"); !s.ok())
+    return fail(s);
 
   SystemExec exec;
   PosixFs fs;
@@ -124,8 +132,10 @@ int Run(int argc, char** argv) {
     if (Status s = fs.MakeDirs(configfs_root); !s.ok()) return fail(s);
     sim = std::make_unique<ConfigfsSim>(configfs_root);
     configfs = sim.get();
-    log::Warn("configfs is SIMULATED: exports are written to a plain directory, no kernel target "
-              "serves them", {{"root", configfs_root}});
+    log::Warn(
+        "configfs is SIMULATED: exports are written to a plain directory, no kernel target "
+        "serves them",
+        {{"root", configfs_root}});
   }
   if (Status s = fs.MakeDirs(state_dir + "/generations"); !s.ok()) return fail(s);
   SystemClock clock;
@@ -162,9 +172,11 @@ int Run(int argc, char** argv) {
   }
   for (const auto& p : protocols) {
     if (p == "nvmeof-tcp") {
-      core.AddExporter(std::make_unique<NvmetExporter>(*configfs, configfs_root, core_opts.nqn_prefix));
+      core.AddExporter(
+          std::make_unique<NvmetExporter>(*configfs, configfs_root, core_opts.nqn_prefix));
     } else if (p == "iscsi") {
-      core.AddExporter(std::make_unique<LioExporter>(*configfs, configfs_root, core_opts.iqn_prefix));
+      core.AddExporter(
+          std::make_unique<LioExporter>(*configfs, configfs_root, core_opts.iqn_prefix));
     } else if (p == "nfs") {
       core.AddExporter(std::make_unique<NfsExporter>(exec, fs, exports_dir, nfsd_proc));
     } else {
@@ -189,7 +201,9 @@ int Run(int argc, char** argv) {
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server) return fail(Unavailable("cannot listen on " + listen));
-  log::Info("agent serving", {{"listen", listen}, {"port", bound_port}, {"node", node_name},
+  log::Info("agent serving", {{"listen", listen},
+                              {"port", bound_port},
+                              {"node", node_name},
                               {"bootEpoch", core.BootEpoch()}});
 
   if (!ready_file.empty()) {

@@ -205,8 +205,16 @@ StatusOr<std::vector<DirEntry>> PosixFs::ListDir(const std::string& path) {
     std::string name = e->d_name;
     if (name == "." || name == "..") continue;
     DirEntry entry{name, DirEntry::Type::kOther};
+    // d_type saves an lstat per entry (configfs, tmpfs and ext4 all set it).
+    if (e->d_type == DT_REG) {
+      entry.type = DirEntry::Type::kFile;
+    } else if (e->d_type == DT_DIR) {
+      entry.type = DirEntry::Type::kDir;
+    } else if (e->d_type == DT_LNK) {
+      entry.type = DirEntry::Type::kSymlink;
+    }
     struct stat st {};
-    if (lstat(JoinPath(path, name).c_str(), &st) == 0) {
+    if (e->d_type == DT_UNKNOWN && lstat(JoinPath(path, name).c_str(), &st) == 0) {
       if (S_ISREG(st.st_mode))
         entry.type = DirEntry::Type::kFile;
       else if (S_ISDIR(st.st_mode))

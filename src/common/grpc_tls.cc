@@ -35,7 +35,8 @@ StatusOr<Pems> ReadAll(const TlsFiles& files) {
 StatusOr<std::shared_ptr<grpc::ServerCredentials>> MutualTlsServerCredentials(
     const TlsFiles& files) {
   ASSIGN_OR_RETURN(Pems p, ReadAll(files));
-  grpc::SslServerCredentialsOptions opts(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  grpc::SslServerCredentialsOptions opts(
+      GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
   opts.pem_root_certs = p.ca;
   opts.pem_key_cert_pairs.push_back({p.key, p.cert});
   return grpc::SslServerCredentials(opts);

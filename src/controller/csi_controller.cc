@@ -22,8 +22,8 @@ bool IsSingleNode(VolumeCapability::AccessMode::Mode m) {
 }
 
 Meta MetaOf(const store::Object& o) {
-  return {o.name, o.uid, o.resource_version, o.generation, o.creation_timestamp,
-          o.deletion_timestamp};
+  return {
+      o.name, o.uid, o.resource_version, o.generation, o.creation_timestamp, o.deletion_timestamp};
 }
 
 StatusOr<VolumeState> Load(const store::Object& o) {
@@ -80,8 +80,8 @@ StatusOr<CreateParams> ParseCreateParameters(
     return it == p.end() ? "" : it->second;
   };
   for (const auto& [k, v] : p) {
-    static const std::set<std::string> kKnown = {"agent", "pool", "protocol", "acl", "port",
-                                                 "bindAddress", "fsType", "inCapsuleDataSize"};
+    static const std::set<std::string> kKnown = {
+        "agent", "pool", "protocol", "acl", "port", "bindAddress", "fsType", "inCapsuleDataSize"};
     if (kKnown.count(k) == 0 && k.rfind("backend.", 0) != 0 &&
         k.rfind("csi.storage.k8s.io/", 0) != 0) {
       return InvalidArgument("parameters." + k + " is not a pillar parameter");
@@ -200,7 +200,8 @@ StatusOr<std::shared_ptr<AgentClient>> CsiController::ClientFor(const std::strin
   auto obj = store_.Get(kKindAgent, agent_ref);
   if (!obj.ok()) {
     if (obj.status().code() == Code::kNotFound) {
-      return InvalidArgument("parameters.agent: PillarAgent \"" + agent_ref + "\" is not registered");
+      return InvalidArgument("parameters.agent: PillarAgent \"" + agent_ref +
+                             "\" is not registered");
     }
     return obj.status();
   }
@@ -249,8 +250,8 @@ Status CsiController::DoCreate(const csi::v1::CreateVolumeRequest& req, csi::v1:
   std::string access_type;
   for (int i = 0; i < req.volume_capabilities_size(); ++i) {
     const auto& cap = req.volume_capabilities(i);
-    RETURN_IF_ERROR(ValidateCapability(cap, params.protocol,
-                                       "volume_capabilities[" + std::to_string(i) + "]"));
+    RETURN_IF_ERROR(
+        ValidateCapability(cap, params.protocol, "volume_capabilities[" + std::to_string(i) + "]"));
     std::string t = cap.has_block() ? "block" : "mount";
     if (!access_type.empty() && access_type != t) {
       return InvalidArgument("volume_capabilities mix block and mount access");
@@ -293,7 +294,8 @@ Status CsiController::DoCreate(const csi::v1::CreateVolumeRequest& req, csi::v1:
     }
     int64_t have_size = std::max(have.status.capacity_bytes, have.spec.capacity_bytes);
     if (have_size < req.capacity_range().required_bytes() ||
-        (req.capacity_range().limit_bytes() > 0 && have_size > req.capacity_range().limit_bytes())) {
+        (req.capacity_range().limit_bytes() > 0 &&
+         have_size > req.capacity_range().limit_bytes())) {
       return AlreadyExists("volume " + req.name() + " exists with capacity " +
                            std::to_string(have_size) + " outside the requested range");
     }
@@ -306,11 +308,11 @@ Status CsiController::DoCreate(const csi::v1::CreateVolumeRequest& req, csi::v1:
     // Record the intent first, exportSpec included: it is the only source an
     // export is ever rebuilt from.
     VolumeStatus status;
-    status.export_spec = ExportSpec{
-        params.bind_address.empty() ? agent_rec.address : params.bind_address,
-        params.port, params.acl_enabled, params.in_capsule_data_size};
-    RETURN_IF_ERROR(validate::IpAddress("bindAddress (PillarAgent address)",
-                                        status.export_spec->bind_address));
+    status.export_spec =
+        ExportSpec{params.bind_address.empty() ? agent_rec.address : params.bind_address,
+                   params.port, params.acl_enabled, params.in_capsule_data_size};
+    RETURN_IF_ERROR(
+        validate::IpAddress("bindAddress (PillarAgent address)", status.export_spec->bind_address));
     store::Object fresh;
     fresh.kind = kKindVolume;
     fresh.name = req.name();
@@ -342,8 +344,10 @@ Status CsiController::DoCreate(const csi::v1::CreateVolumeRequest& req, csi::v1:
   ASSIGN_OR_RETURN(obj, store_.Get(kKindVolume, req.name()));
   ASSIGN_OR_RETURN(VolumeState v, Load(obj));
   FillVolume(v, out);
-  log::Info("volume created", {{"volume", req.name()}, {"agent", spec.agent_ref},
-                               {"sizeBytes", actual_size}, {"protocol", spec.protocol}});
+  log::Info("volume created", {{"volume", req.name()},
+                               {"agent", spec.agent_ref},
+                               {"sizeBytes", actual_size},
+                               {"protocol", spec.protocol}});
   return Status::Ok();
 }
 
@@ -368,8 +372,7 @@ Status CsiController::DoDelete(const std::string& volume_id) {
   ASSIGN_OR_RETURN(VolumeState v, Load(*obj));
   for (const auto& n : v.status.published_nodes) {
     if (!n.revoking) {
-      return FailedPrecondition("volume " + volume_id + " is still published to node " +
-                                n.node_id);
+      return FailedPrecondition("volume " + volume_id + " is still published to node " + n.node_id);
     }
   }
   // From here the reconciler leaves the volume alone.
@@ -427,8 +430,10 @@ Status CsiController::DoPublish(const csi::v1::ControllerPublishVolumeRequest& r
                : obj.status();
   }
   ASSIGN_OR_RETURN(VolumeState v, Load(*obj));
-  if (v.status.deleting) return FailedPrecondition("volume " + req.volume_id() + " is being deleted");
-  RETURN_IF_ERROR(ValidateCapability(req.volume_capability(), v.spec.protocol, "volume_capability"));
+  if (v.status.deleting)
+    return FailedPrecondition("volume " + req.volume_id() + " is being deleted");
+  RETURN_IF_ERROR(
+      ValidateCapability(req.volume_capability(), v.spec.protocol, "volume_capability"));
   std::string want_type = req.volume_capability().has_block() ? "block" : "mount";
   if (!v.spec.access_type.empty() && want_type != v.spec.access_type) {
     return InvalidArgument("volume_capability: volume " + req.volume_id() + " was created for " +
@@ -476,7 +481,8 @@ Status CsiController::DoPublish(const csi::v1::ControllerPublishVolumeRequest& r
   ASSIGN_OR_RETURN(VolumeState cur, Load(now));
   FillContext(cur, resp->mutable_publish_context());
   if (req.readonly()) (*resp->mutable_publish_context())["readonly"] = "true";
-  log::Info("volume published", {{"volume", req.volume_id()}, {"node", req.node_id()},
+  log::Info("volume published", {{"volume", req.volume_id()},
+                                 {"node", req.node_id()},
                                  {"generation", cur.status.publication_generation}});
   return Status::Ok();
 }
@@ -529,9 +535,9 @@ Status CsiController::DoUnpublish(const std::string& volume_id, const std::strin
     // Phase 2: confirmed gone from the target; drop the publication.
     RETURN_IF_ERROR(MutateStatus(volume_id, [&](VolumeStatus& s) {
                       auto& list = s.published_nodes;
-                      auto it = std::remove_if(list.begin(), list.end(), [&](const PublishedNode& n) {
-                        return n.node_id == target;
-                      });
+                      auto it = std::remove_if(
+                          list.begin(), list.end(),
+                          [&](const PublishedNode& n) { return n.node_id == target; });
                       if (it != list.end()) {
                         list.erase(it, list.end());
                         s.publication_generation++;
@@ -539,7 +545,8 @@ Status CsiController::DoUnpublish(const std::string& volume_id, const std::strin
                       return Status::Ok();
                     }).status());
     auto final_pass = reconciler_.ReconcileNow(volume_id);  // advances the fence mark
-    if (!final_pass.ok()) log::Warn("post-unpublish reconcile", {{"error", final_pass.status().ToString()}});
+    if (!final_pass.ok())
+      log::Warn("post-unpublish reconcile", {{"error", final_pass.status().ToString()}});
     log::Info("volume unpublished", {{"volume", volume_id}, {"node", target}});
   }
   return Status::Ok();
@@ -554,7 +561,8 @@ grpc::Status CsiController::ValidateVolumeCapabilities(
   }
   auto obj = store_.Get(kKindVolume, req->volume_id());
   if (!obj.ok()) {
-    return Reply(obj.status().code() == Code::kNotFound || obj.status().code() == Code::kInvalidArgument
+    return Reply(obj.status().code() == Code::kNotFound ||
+                         obj.status().code() == Code::kInvalidArgument
                      ? NotFound("volume " + req->volume_id() + " does not exist")
                      : obj.status());
   }
@@ -562,8 +570,8 @@ grpc::Status CsiController::ValidateVolumeCapabilities(
   if (!v.ok()) return Reply(v.status());
   for (int i = 0; i < req->volume_capabilities_size(); ++i) {
     const auto& cap = req->volume_capabilities(i);
-    Status s = ValidateCapability(cap, v->spec.protocol,
-                                  "volume_capabilities[" + std::to_string(i) + "]");
+    Status s =
+        ValidateCapability(cap, v->spec.protocol, "volume_capabilities[" + std::to_string(i) + "]");
     std::string t = cap.has_block() ? "block" : "mount";
     if (s.ok() && !v->spec.access_type.empty() && t != v->spec.access_type) {
       s = InvalidArgument("volume was created for " + v->spec.access_type + " access");
@@ -589,10 +597,9 @@ grpc::Status CsiController::ListVolumes(grpc::ServerContext*,
   const auto& items = list->items;  // sorted by name
   size_t start = 0;
   if (!req->starting_token().empty()) {
-    auto it = std::upper_bound(items.begin(), items.end(), req->starting_token(),
-                               [](const std::string& tok, const store::Object& o) {
-                                 return tok < o.name;
-                               });
+    auto it = std::upper_bound(
+        items.begin(), items.end(), req->starting_token(),
+        [](const std::string& tok, const store::Object& o) { return tok < o.name; });
     if (it == items.begin() && !items.empty() && items.front().name <= req->starting_token()) {
       return Reply(Aborted("starting_token " + req->starting_token() + " is not valid"));
     }
@@ -624,7 +631,8 @@ grpc::Status CsiController::ControllerGetVolume(grpc::ServerContext*,
   if (req->volume_id().empty()) return Reply(InvalidArgument("volume_id is required"));
   auto obj = store_.Get(kKindVolume, req->volume_id());
   if (!obj.ok()) {
-    return Reply(obj.status().code() == Code::kNotFound || obj.status().code() == Code::kInvalidArgument
+    return Reply(obj.status().code() == Code::kNotFound ||
+                         obj.status().code() == Code::kInvalidArgument
                      ? NotFound("volume " + req->volume_id() + " does not exist")
                      : obj.status());
   }

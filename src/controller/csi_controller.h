@@ -114,7 +114,8 @@ struct CreateParams {
   std::optional<int64_t> in_capsule_data_size;
   std::map<std::string, std::string> backend_params;
 };
-StatusOr<CreateParams> ParseCreateParameters(const google::protobuf::Map<std::string, std::string>& p);
+StatusOr<CreateParams> ParseCreateParameters(
+    const google::protobuf::Map<std::string, std::string>& p);
 Status ValidateCapability(const csi::v1::VolumeCapability& cap, const std::string& protocol,
                           const std::string& field);
 

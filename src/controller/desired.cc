@@ -16,9 +16,12 @@ StatusOr<av1::Protocol> ProtocolFromString(const std::string& p) {
 
 int64_t DefaultPort(av1::Protocol p) {
   switch (p) {
-    case av1::PROTOCOL_ISCSI: return 3260;
-    case av1::PROTOCOL_NFS: return 2049;
-    default: return 4420;
+    case av1::PROTOCOL_ISCSI:
+      return 3260;
+    case av1::PROTOCOL_NFS:
+      return 2049;
+    default:
+      return 4420;
   }
 }
 
@@ -38,13 +41,14 @@ StatusOr<DesiredExport> ComputeDesired(const VolumeState& volume, const NodeLook
     if (pub.revoking) continue;
     const NodeRecord* node = nodes(pub.node_id);
     if (node == nullptr) {
-      return FailedPrecondition("published node " + pub.node_id + " of volume " +
-                                volume.meta.name + " has no PillarNode record");
+      return FailedPrecondition("published node " + pub.node_id + " of volume " + volume.meta.name +
+                                " has no PillarNode record");
     }
     switch (want.protocol) {
       case av1::PROTOCOL_NVMEOF_TCP:
         if (node->host_nqn.empty()) {
-          return FailedPrecondition("published node " + pub.node_id + " has no registered host NQN");
+          return FailedPrecondition("published node " + pub.node_id +
+                                    " has no registered host NQN");
         }
         hosts.insert(node->host_nqn);
         break;

@@ -38,7 +38,8 @@ class FileLockLeader : public LeaderGate {
     if (fd_ < 0) return Internal("leader lock " + path_ + ": " + strerror(errno));
     if (flock(fd_, LOCK_EX | LOCK_NB) != 0) {
       log::Info("another replica leads; waiting for the leader lock", {{"lock", path_}});
-      if (flock(fd_, LOCK_EX) != 0) return Internal("leader lock " + path_ + ": " + strerror(errno));
+      if (flock(fd_, LOCK_EX) != 0)
+        return Internal("leader lock " + path_ + ": " + strerror(errno));
     }
     leader_ = true;
     return Status::Ok();
@@ -54,7 +55,8 @@ class FileLockLeader : public LeaderGate {
 // "--agent NAME=ADDRESS:PORT[@TLS-NAME]" seeds or updates a PillarAgent.
 Status SeedAgent(store::Store& store, const std::string& spec) {
   size_t eq = spec.find('=');
-  if (eq == std::string::npos) return InvalidArgument("--agent \"" + spec + "\": want NAME=ADDR:PORT");
+  if (eq == std::string::npos)
+    return InvalidArgument("--agent \"" + spec + "\": want NAME=ADDR:PORT");
   std::string name = spec.substr(0, eq);
   std::string rest = spec.substr(eq + 1);
   std::string tls_name;
@@ -65,11 +67,13 @@ Status SeedAgent(store::Store& store, const std::string& spec) {
   size_t colon = rest.rfind(':');
   if (colon == std::string::npos) return InvalidArgument("--agent " + name + ": want ADDR:PORT");
   std::string addr = rest.substr(0, colon);
-  if (addr.size() > 2 && addr.front() == '[' && addr.back() == ']') addr = addr.substr(1, addr.size() - 2);
+  if (addr.size() > 2 && addr.front() == '[' && addr.back() == ']')
+    addr = addr.substr(1, addr.size() - 2);
   std::string port = rest.substr(colon + 1);
   RETURN_IF_ERROR(validate::ObjectName("--agent name", name));
   RETURN_IF_ERROR(validate::IpAddress("--agent address", addr));
-  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos) {
+  if (port.empty() || port.size() > 5 ||
+      port.find_first_not_of("0123456789") != std::string::npos) {
     return InvalidArgument("--agent " + name + ": bad port \"" + port + "\"");
   }
   RETURN_IF_ERROR(validate::Port("--agent port", std::stoll(port)));
@@ -128,7 +132,8 @@ int Run(int argc, char** argv) {
   app.add_option("--agent-tls-key", agent_tls.files.key, "client key for agents (PEM)");
   app.add_option("--agent-tls-ca", agent_tls.files.ca, "CA the agents' certificates chain to");
   app.add_flag("--agent-insecure", agent_tls.insecure, "talk to agents without TLS (demos)");
-  app.add_option("--leader-lock", leader_lock, "lock file for leader election (default: <store>.lock)");
+  app.add_option("--leader-lock", leader_lock,
+                 "lock file for leader election (default: <store>.lock)");
   app.add_option("--resync-interval", resync_seconds, "seconds between full resyncs (jittered)");
   app.add_option("--epoch-poll-interval", epoch_poll_seconds, "seconds between agent epoch checks");
   app.add_option("--workers", workers, "reconcile workers");
@@ -195,8 +200,10 @@ int Run(int argc, char** argv) {
   reg_builder.RegisterService(&registry);
   auto reg_server = reg_builder.BuildAndStart();
   if (!reg_server) return fail(Unavailable("cannot listen on " + registry_listen));
-  log::Info("controller serving", {{"csi", csi_endpoint}, {"registry", registry_listen},
-                                   {"registryPort", reg_port}, {"store", store_path}});
+  log::Info("controller serving", {{"csi", csi_endpoint},
+                                   {"registry", registry_listen},
+                                   {"registryPort", reg_port},
+                                   {"store", store_path}});
 
   if (!ready_file.empty()) {
     PosixFs fs;

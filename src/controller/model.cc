@@ -91,10 +91,14 @@ StatusOr<ExportSpec> ExportSpecFromJson(const json& j) {
 }
 
 json ToJson(const VolumeSpec& s) {
-  return {{"volumeID", s.volume_id},         {"agentRef", s.agent_ref},
-          {"agentVolumeID", s.agent_volume_id}, {"protocol", s.protocol},
-          {"backend", s.backend},            {"capacityBytes", s.capacity_bytes},
-          {"accessType", s.access_type},     {"fsType", s.fs_type},
+  return {{"volumeID", s.volume_id},
+          {"agentRef", s.agent_ref},
+          {"agentVolumeID", s.agent_volume_id},
+          {"protocol", s.protocol},
+          {"backend", s.backend},
+          {"capacityBytes", s.capacity_bytes},
+          {"accessType", s.access_type},
+          {"fsType", s.fs_type},
           {"parameters", s.parameters}};
 }
 
@@ -222,7 +226,8 @@ StatusOr<NodeRecord> NodeFromJson(const Meta& meta, const json& spec) {
   ASSIGN_OR_RETURN(n.initiator_iqn, Str(spec, "initiatorIQN", "spec"));
   ASSIGN_OR_RETURN(n.last_seen, Str(spec, "lastSeen", "spec"));
   if (spec.contains("ipAddresses") && !spec["ipAddresses"].is_null()) {
-    if (!spec["ipAddresses"].is_array()) return InvalidArgument("spec.ipAddresses must be an array");
+    if (!spec["ipAddresses"].is_array())
+      return InvalidArgument("spec.ipAddresses must be an array");
     for (const auto& ip : spec["ipAddresses"]) {
       if (!ip.is_string()) return InvalidArgument("spec.ipAddresses entries must be strings");
       n.ip_addresses.push_back(ip.get<std::string>());

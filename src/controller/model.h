@@ -72,8 +72,8 @@ struct VolumeSpec {
   std::string volume_id;
   std::string agent_ref;
   std::string agent_volume_id;
-  std::string protocol;     // "nvmeof-tcp", "iscsi", "nfs"
-  std::string backend;      // "file", "lvm", "lvm-thin", "zfs"
+  std::string protocol;  // "nvmeof-tcp", "iscsi", "nfs"
+  std::string backend;   // "file", "lvm", "lvm-thin", "zfs"
   int64_t capacity_bytes = 0;
   std::string access_type;  // "block", "mount"
   std::string fs_type;
@@ -123,7 +123,7 @@ struct AgentRecord {
   int64_t port = 0;
   std::string tls_server_name;  // expected name in the agent's certificate
   std::vector<Condition> conditions;
-  std::string boot_epoch;       // last seen
+  std::string boot_epoch;  // last seen
 };
 
 // JSON conversions (field names as in the CRDs). From* return INVALID_ARGUMENT

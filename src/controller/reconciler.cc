@@ -15,8 +15,8 @@ constexpr const char* kNodePrefix = "n/";
 constexpr const char* kAgentPrefix = "a/";
 
 Meta MetaOf(const store::Object& o) {
-  return {o.name, o.uid, o.resource_version, o.generation, o.creation_timestamp,
-          o.deletion_timestamp};
+  return {
+      o.name, o.uid, o.resource_version, o.generation, o.creation_timestamp, o.deletion_timestamp};
 }
 
 std::string Join(const std::vector<std::string>& parts, size_t limit = 5) {
@@ -30,8 +30,7 @@ std::string Join(const std::vector<std::string>& parts, size_t limit = 5) {
 }
 
 Condition MakeCondition(bool ok, const char* reason, std::string message, int64_t generation) {
-  return {kCondExportReconciled, ok ? "True" : "False", reason, std::move(message), "",
-          generation};
+  return {kCondExportReconciled, ok ? "True" : "False", reason, std::move(message), "", generation};
 }
 
 bool IsUnreachable(const Status& s) {
@@ -103,12 +102,11 @@ Status ExportReconciler::StartWatches() {
                                   EnqueueKey(key);
                                 },
                                 on_error));
-  ASSIGN_OR_RETURN(auto nw, store_.Watch(
-                                kKindNode, rev,
-                                [this](const store::Event& e) {
-                                  EnqueueKey(kNodePrefix + e.object.name);
-                                },
-                                on_error));
+  ASSIGN_OR_RETURN(
+      auto nw,
+      store_.Watch(
+          kKindNode, rev,
+          [this](const store::Event& e) { EnqueueKey(kNodePrefix + e.object.name); }, on_error));
   ASSIGN_OR_RETURN(auto aw, store_.Watch(
                                 kKindAgent, rev,
                                 [this, own](const store::Event& e) {
@@ -274,8 +272,8 @@ StatusOr<ExportReconciler::AgentView> ExportReconciler::Agent(const std::string&
     return obj.status();
   }
   ASSIGN_OR_RETURN(AgentRecord rec, AgentFromJson(MetaOf(*obj), obj->spec, obj->status));
-  ASSIGN_OR_RETURN(auto client, agents_.Client(agent_ref, {rec.address, rec.port,
-                                                           rec.tls_server_name}));
+  ASSIGN_OR_RETURN(auto client,
+                   agents_.Client(agent_ref, {rec.address, rec.port, rec.tls_server_name}));
   return AgentView{std::move(rec), std::move(client)};
 }
 
@@ -323,8 +321,7 @@ StatusOr<ReconcileOutcome> ExportReconciler::ReconcileNow(const std::string& vol
 }
 
 StatusOr<ReconcileOutcome> ExportReconciler::Reconcile(
-    const std::string& volume, const std::optional<const av1::Export*>& seen,
-    bool observed_batch) {
+    const std::string& volume, const std::optional<const av1::Export*>& seen, bool observed_batch) {
   std::shared_ptr<std::mutex> vlock;
   {
     std::lock_guard<std::mutex> lock(volume_mu_);
@@ -388,8 +385,9 @@ StatusOr<ReconcileOutcome> ExportReconciler::Reconcile(
     if (!desired.ok()) {
       written = fail(kReasonReconcileFailed, desired.status().message() + "; nothing was changed");
     } else if (!agent.ok()) {
-      written = fail(IsUnreachable(agent.status()) ? kReasonAgentUnavailable : kReasonReconcileFailed,
-                     agent.status().message());
+      written =
+          fail(IsUnreachable(agent.status()) ? kReasonAgentUnavailable : kReasonReconcileFailed,
+               agent.status().message());
     } else {
       const DesiredExport& want = *desired;
       std::optional<av1::Export> actual;
@@ -414,9 +412,9 @@ StatusOr<ReconcileOutcome> ExportReconciler::Reconcile(
                        observe.message());
       } else {
         out.drift = Diff(want, actual ? &*actual : nullptr);
-        bool fence_behind = !actual || actual->fence().volume_uid() != v.meta.uid ||
-                            actual->fence().publication_generation() <
-                                v.status.publication_generation;
+        bool fence_behind =
+            !actual || actual->fence().volume_uid() != v.meta.uid ||
+            actual->fence().publication_generation() < v.status.publication_generation;
         if (out.drift.empty() && !fence_behind) {
           out.actual = actual;
         } else {
@@ -448,14 +446,13 @@ StatusOr<ReconcileOutcome> ExportReconciler::Reconcile(
           } else {
             ExportInfo info{out.actual->target_id(), want.spec.bind_address, want.spec.port,
                             v.spec.agent_volume_id};
-            written = finish(MakeCondition(true, kReasonReconciled,
-                                           "export matches the recorded intent (" +
-                                               std::to_string(want.hosts.size()) +
-                                               " ACL entries, generation " +
-                                               std::to_string(v.status.publication_generation) +
-                                               ")",
-                                           v.meta.generation),
-                             info);
+            written = finish(
+                MakeCondition(true, kReasonReconciled,
+                              "export matches the recorded intent (" +
+                                  std::to_string(want.hosts.size()) + " ACL entries, generation " +
+                                  std::to_string(v.status.publication_generation) + ")",
+                              v.meta.generation),
+                info);
           }
         }
       }
@@ -498,10 +495,9 @@ void ExportReconciler::ResyncAgent(const std::string& agent_ref,
         EnqueueVolume(obj.name);
         continue;
       }
-      Condition c = MakeCondition(false,
-                                  IsUnreachable(list_status) ? kReasonAgentUnavailable
-                                                             : kReasonReconcileFailed,
-                                  list_status.message(), obj.generation);
+      Condition c = MakeCondition(
+          false, IsUnreachable(list_status) ? kReasonAgentUnavailable : kReasonReconcileFailed,
+          list_status.message(), obj.generation);
       auto w = WriteOutcome(obj, c, std::nullopt);
       if (w.ok() && *w) stats.status_writes++;
       EnqueueKey(kVolPrefix + obj.name, options_.backoff_base);
@@ -564,12 +560,12 @@ void ExportReconciler::PollEpochs() {
       reach = client.status();
     }
     std::vector<Condition> conds = rec->conditions;
-    bool changed = SetCondition(conds,
-                                {kCondAgentConnected, reach.ok() ? "True" : "False",
-                                 reach.ok() ? "Connected" : "Unreachable",
-                                 reach.ok() ? "agent answered GetInfo" : reach.message(), "",
-                                 obj.generation},
-                                FormatRfc3339(clock_.Now()));
+    bool changed =
+        SetCondition(conds,
+                     {kCondAgentConnected, reach.ok() ? "True" : "False",
+                      reach.ok() ? "Connected" : "Unreachable",
+                      reach.ok() ? "agent answered GetInfo" : reach.message(), "", obj.generation},
+                     FormatRfc3339(clock_.Now()));
     bool epoch_changed = reach.ok() && epoch != rec->boot_epoch;
     std::string previous_epoch = rec->boot_epoch;
     if (changed || epoch_changed) {

@@ -34,7 +34,7 @@ struct ReconcilerOptions {
 };
 
 struct ReconcileOutcome {
-  Condition condition;  // the ExportReconciled condition written
+  Condition condition;               // the ExportReconciled condition written
   std::vector<std::string> drift;    // what differed before the pass
   std::vector<std::string> changes;  // what the agent changed
   std::optional<pillar::agent::v1::Export> actual;

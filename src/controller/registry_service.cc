@@ -60,8 +60,12 @@ StatusOr<std::pair<bool, int64_t>> RegisterNodeIdentity(store::Store& store, Clo
       return std::make_pair(true, created->resource_version);
     }
     if (!existing.ok()) return existing.status();
-    Meta meta{existing->name, existing->uid, existing->resource_version, existing->generation,
-              existing->creation_timestamp, existing->deletion_timestamp};
+    Meta meta{existing->name,
+              existing->uid,
+              existing->resource_version,
+              existing->generation,
+              existing->creation_timestamp,
+              existing->deletion_timestamp};
     auto have = NodeFromJson(meta, existing->spec);
     bool same_identity = have.ok() && have->host_nqn == want.host_nqn &&
                          have->initiator_iqn == want.initiator_iqn &&
@@ -84,9 +88,8 @@ StatusOr<std::pair<bool, int64_t>> RegisterNodeIdentity(store::Store& store, Clo
     if (updated.status().code() == Code::kAborted) continue;
     if (!updated.ok()) return updated.status();
     if (!same_identity) {
-      log::Info("node identity changed", {{"node", id.node_id()},
-                                          {"was", existing->spec},
-                                          {"now", next.spec}});
+      log::Info("node identity changed",
+                {{"node", id.node_id()}, {"was", existing->spec}, {"now", next.spec}});
     }
     return std::make_pair(!same_identity, updated->resource_version);
   }
@@ -108,7 +111,11 @@ grpc::Status NodeRegistryService::GetNode(grpc::ServerContext*, const rv1::GetNo
   if (Status s = validate::ObjectName("node_id", req->node_id()); !s.ok()) return ToGrpc(s);
   auto obj = store_.Get(kKindNode, req->node_id());
   if (!obj.ok()) return ToGrpc(obj.status());
-  Meta meta{obj->name, obj->uid, obj->resource_version, obj->generation, obj->creation_timestamp,
+  Meta meta{obj->name,
+            obj->uid,
+            obj->resource_version,
+            obj->generation,
+            obj->creation_timestamp,
             obj->deletion_timestamp};
   auto rec = NodeFromJson(meta, obj->spec);
   if (!rec.ok()) return ToGrpc(rec.status());

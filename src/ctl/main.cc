@@ -27,8 +27,8 @@ int Fail(const Status& s) {
 }
 
 Meta MetaOf(const store::Object& o) {
-  return {o.name, o.uid, o.resource_version, o.generation, o.creation_timestamp,
-          o.deletion_timestamp};
+  return {
+      o.name, o.uid, o.resource_version, o.generation, o.creation_timestamp, o.deletion_timestamp};
 }
 
 std::string Pad(std::string s, size_t n) {
@@ -63,8 +63,7 @@ int GetVolumes(store::Store& store, bool json_out) {
     }
     std::cout << Pad(o.name, 40) << Pad(o.spec.value("agentRef", ""), 14)
               << Pad(o.spec.value("protocol", ""), 11)
-              << Pad(published.empty() ? "-" : published, 22) << ConditionSummary(o.status)
-              << "\n";
+              << Pad(published.empty() ? "-" : published, 22) << ConditionSummary(o.status) << "\n";
   }
   return 0;
 }
@@ -220,7 +219,8 @@ int RepairExportSpec(store::Store& store, const RepairArgs& a) {
   auto agent = store.Get(kKindAgent, agent_ref);
   if (!agent.ok()) return refuse("its agent " + agent_ref + " is not registered");
   auto rec = AgentFromJson(MetaOf(*agent), agent->spec, agent->status);
-  const Condition* connected = rec.ok() ? FindCondition(rec->conditions, kCondAgentConnected) : nullptr;
+  const Condition* connected =
+      rec.ok() ? FindCondition(rec->conditions, kCondAgentConnected) : nullptr;
   if (connected == nullptr || connected->status != "True") {
     return refuse("agent " + agent_ref + " is not AgentConnected=True");
   }

@@ -36,11 +36,9 @@ class CsiNode final : public csi::v1::Node::Service {
 
   grpc::Status NodeStageVolume(grpc::ServerContext*, const csi::v1::NodeStageVolumeRequest* req,
                                csi::v1::NodeStageVolumeResponse*) override;
-  grpc::Status NodeUnstageVolume(grpc::ServerContext*,
-                                 const csi::v1::NodeUnstageVolumeRequest* req,
+  grpc::Status NodeUnstageVolume(grpc::ServerContext*, const csi::v1::NodeUnstageVolumeRequest* req,
                                  csi::v1::NodeUnstageVolumeResponse*) override;
-  grpc::Status NodePublishVolume(grpc::ServerContext*,
-                                 const csi::v1::NodePublishVolumeRequest* req,
+  grpc::Status NodePublishVolume(grpc::ServerContext*, const csi::v1::NodePublishVolumeRequest* req,
                                  csi::v1::NodePublishVolumeResponse*) override;
   grpc::Status NodeUnpublishVolume(grpc::ServerContext*,
                                    const csi::v1::NodeUnpublishVolumeRequest* req,
@@ -50,8 +48,7 @@ class CsiNode final : public csi::v1::Node::Service {
                                   csi::v1::NodeGetVolumeStatsResponse* resp) override;
   grpc::Status NodeExpandVolume(grpc::ServerContext*, const csi::v1::NodeExpandVolumeRequest* req,
                                 csi::v1::NodeExpandVolumeResponse* resp) override;
-  grpc::Status NodeGetCapabilities(grpc::ServerContext*,
-                                   const csi::v1::NodeGetCapabilitiesRequest*,
+  grpc::Status NodeGetCapabilities(grpc::ServerContext*, const csi::v1::NodeGetCapabilitiesRequest*,
                                    csi::v1::NodeGetCapabilitiesResponse* resp) override;
   grpc::Status NodeGetInfo(grpc::ServerContext*, const csi::v1::NodeGetInfoRequest*,
                            csi::v1::NodeGetInfoResponse* resp) override;

@@ -2,7 +2,6 @@
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
-#include <net/if.h>
 
 #include <algorithm>
 #include <cstring>
@@ -80,9 +79,9 @@ StatusOr<std::vector<std::string>> IdentitySource::Addresses() {
   } else {
     auto r = exec_.Run(Command{{"ip", "-j", "addr", "show"}, {}, std::chrono::seconds(10)});
     StatusOr<std::vector<InterfaceAddress>> parsed =
-        r.ok() && r->exit_code == 0 ? ParseIpAddrJson(r->out)
-                                    : StatusOr<std::vector<InterfaceAddress>>(
-                                          Unavailable("ip -j addr show failed"));
+        r.ok() && r->exit_code == 0
+            ? ParseIpAddrJson(r->out)
+            : StatusOr<std::vector<InterfaceAddress>>(Unavailable("ip -j addr show failed"));
     if (!parsed.ok()) parsed = fallback_();
     if (!parsed.ok()) return parsed.status();
     found = std::move(parsed).value();

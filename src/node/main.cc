@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cctype>
 #include <condition_variable>
 #include <csignal>
 #include <thread>
@@ -85,6 +86,7 @@ int Run(int argc, char** argv) {
   std::string registry_address;
   TlsFiles registry_tls;
   bool registry_insecure = false;
+  std::string registry_tls_name;
   std::string state_dir = "/var/lib/pillar-csi/node";
   std::string sysfs_root = "/sys";
   std::string identity_interval = "5s";
@@ -99,6 +101,8 @@ int Run(int argc, char** argv) {
   app.add_option("--registry-tls-cert", registry_tls.cert, "client certificate (PEM)");
   app.add_option("--registry-tls-key", registry_tls.key, "client key (PEM)");
   app.add_option("--registry-tls-ca", registry_tls.ca, "CA the registry's certificate chains to");
+  app.add_option("--registry-tls-server-name", registry_tls_name,
+                 "name the registry's certificate must carry (default: the address host)");
   app.add_flag("--registry-insecure", registry_insecure, "talk to the registry without TLS");
   app.add_option("--state-dir", state_dir, "stage records directory");
   app.add_option("--sysfs-root", sysfs_root, "where sysfs is mounted");
@@ -154,8 +158,8 @@ int Run(int argc, char** argv) {
   Attachers attachers{&nvme, &iscsi};
   NodeCore core(NodeDeps{fs, mounter, attachers, nfs, formatter, records, volume_locks,
                          connection_locks, sysfs_root});
-  log::Info("stage records loaded", {{"dir", JoinPath(state_dir, "volumes")},
-                                     {"volumes", records.List().size()}});
+  log::Info("stage records loaded",
+            {{"dir", JoinPath(state_dir, "volumes")}, {"volumes", records.List().size()}});
 
   CsiNodeIdentity identity;
   CsiNode node(core, id_opts.node_id);
@@ -184,7 +188,10 @@ int Run(int argc, char** argv) {
       if (!c.ok()) return fail(c.status());
       creds = *c;
     }
-    registry = std::make_unique<GrpcRegistryClient>(grpc::CreateChannel(registry_address, creds));
+    grpc::ChannelArguments args;
+    if (!registry_tls_name.empty()) args.SetSslTargetNameOverride(registry_tls_name);
+    registry = std::make_unique<GrpcRegistryClient>(
+        grpc::CreateCustomChannel(registry_address, creds, args));
     id_source = std::make_unique<IdentitySource>(exec, fs, id_opts);
     reporter = std::make_unique<IdentityReporter>(*id_source, *registry);
     id_ticker = std::make_unique<Ticker>(*id_every, [&reporter] {
@@ -199,9 +206,8 @@ int Run(int argc, char** argv) {
   Ticker heal_ticker(*heal_every, [&healer] {
     HealReport r = healer.RunOnce();
     if (r.repaired > 0 || r.skipped > 0) {
-      log::Info("self-heal pass", {{"checked", r.checked},
-                                   {"repaired", r.repaired},
-                                   {"skipped", r.skipped}});
+      log::Info("self-heal pass",
+                {{"checked", r.checked}, {"repaired", r.repaired}, {"skipped", r.skipped}});
     }
   });
   log::Info("node plugin serving", {{"csi", csi_endpoint},

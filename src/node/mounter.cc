@@ -20,17 +20,28 @@ struct FlagWord {
 
 const std::map<std::string, FlagWord>& FlagWords() {
   static const auto* words = new std::map<std::string, FlagWord>{
-      {"ro", {MS_RDONLY, 0}},          {"rw", {0, MS_RDONLY}},
-      {"nosuid", {MS_NOSUID, 0}},      {"suid", {0, MS_NOSUID}},
-      {"nodev", {MS_NODEV, 0}},        {"dev", {0, MS_NODEV}},
-      {"noexec", {MS_NOEXEC, 0}},      {"exec", {0, MS_NOEXEC}},
-      {"sync", {MS_SYNCHRONOUS, 0}},   {"async", {0, MS_SYNCHRONOUS}},
-      {"dirsync", {MS_DIRSYNC, 0}},    {"noatime", {MS_NOATIME, 0}},
-      {"atime", {0, MS_NOATIME}},      {"nodiratime", {MS_NODIRATIME, 0}},
-      {"diratime", {0, MS_NODIRATIME}}, {"relatime", {MS_RELATIME, 0}},
-      {"norelatime", {0, MS_RELATIME}}, {"strictatime", {MS_STRICTATIME, 0}},
-      {"lazytime", {MS_LAZYTIME, 0}},  {"nolazytime", {0, MS_LAZYTIME}},
-      {"defaults", {0, 0}},            {"_netdev", {0, 0}},  // userspace-only words
+      {"ro", {MS_RDONLY, 0}},
+      {"rw", {0, MS_RDONLY}},
+      {"nosuid", {MS_NOSUID, 0}},
+      {"suid", {0, MS_NOSUID}},
+      {"nodev", {MS_NODEV, 0}},
+      {"dev", {0, MS_NODEV}},
+      {"noexec", {MS_NOEXEC, 0}},
+      {"exec", {0, MS_NOEXEC}},
+      {"sync", {MS_SYNCHRONOUS, 0}},
+      {"async", {0, MS_SYNCHRONOUS}},
+      {"dirsync", {MS_DIRSYNC, 0}},
+      {"noatime", {MS_NOATIME, 0}},
+      {"atime", {0, MS_NOATIME}},
+      {"nodiratime", {MS_NODIRATIME, 0}},
+      {"diratime", {0, MS_NODIRATIME}},
+      {"relatime", {MS_RELATIME, 0}},
+      {"norelatime", {0, MS_RELATIME}},
+      {"strictatime", {MS_STRICTATIME, 0}},
+      {"lazytime", {MS_LAZYTIME, 0}},
+      {"nolazytime", {0, MS_LAZYTIME}},
+      {"defaults", {0, 0}},
+      {"_netdev", {0, 0}},  // userspace-only words
   };
   return *words;
 }
@@ -91,8 +102,8 @@ Status SyscallMounter::Mount(const MountSpec& spec) {
   if (spec.read_only) split.flags |= MS_RDONLY;
   auto fail = [&](const char* what) {
     int err = errno;
-    std::string msg = std::string(what) + " " + spec.source + " on " + spec.target + ": " +
-                      strerror(err);
+    std::string msg =
+        std::string(what) + " " + spec.source + " on " + spec.target + ": " + strerror(err);
     return err == EACCES || err == EPERM ? Status(Code::kPermissionDenied, msg) : Internal(msg);
   };
   if (spec.bind) {

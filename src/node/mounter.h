@@ -12,9 +12,9 @@
 namespace pillar::node {
 
 struct MountSpec {
-  std::string source;   // device, directory (bind) or "server:/path"
+  std::string source;  // device, directory (bind) or "server:/path"
   std::string target;
-  std::string fs_type;  // empty for a bind mount
+  std::string fs_type;               // empty for a bind mount
   std::vector<std::string> options;  // "ro", "noatime", "discard", ...
   bool bind = false;
   bool read_only = false;

@@ -315,8 +315,8 @@ Status NodeCore::Publish(const PublishRequest& req) {
     BlockAttacher* a = d_.attachers.For(rec->target.protocol);
     std::string device = a != nullptr ? a->Check(rec->target).device : "";
     if (device.empty()) {
-      return Unavailable("volume " + req.volume_id + ": its block device is gone (" +
-                         rec->device + "); self-healing is reconnecting");
+      return Unavailable("volume " + req.volume_id + ": its block device is gone (" + rec->device +
+                         "); self-healing is reconnecting");
     }
     RETURN_IF_ERROR(d_.fs.MakeDirs(ParentDir(req.target_path)));
     if (!d_.fs.Exists(req.target_path)) RETURN_IF_ERROR(d_.fs.WriteFile(req.target_path, ""));
@@ -326,9 +326,8 @@ Status NodeCore::Publish(const PublishRequest& req) {
     spec.source = req.staging_path;
   }
   RETURN_IF_ERROR(d_.mounter.Mount(spec));
-  log::Info("volume published", {{"volume", req.volume_id},
-                                 {"target", req.target_path},
-                                 {"readOnly", spec.read_only}});
+  log::Info("volume published",
+            {{"volume", req.volume_id}, {"target", req.target_path}, {"readOnly", spec.read_only}});
   return Status::Ok();
 }
 

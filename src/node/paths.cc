@@ -21,7 +21,8 @@ Status ValidateCleanPath(std::string_view field, std::string_view path) {
     if (end == std::string_view::npos) end = path.size();
     std::string_view comp = path.substr(pos, end - pos);
     if (comp.empty() || comp == "." || comp == "..") {
-      return InvalidArgument(f + " \"" + std::string(path) + "\" is not clean (no '.', '..', '//')");
+      return InvalidArgument(f + " \"" + std::string(path) +
+                             "\" is not clean (no '.', '..', '//')");
     }
     pos = end + 1;
   }

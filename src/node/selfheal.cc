@@ -11,7 +11,9 @@ bool SelfHealer::HealOne(const StageRecord& rec, const std::string& mountinfo) {
     log::Warn("self-heal: nfs staging mount is gone; mounting again",
               {{"volume", rec.volume_id}, {"staging", rec.staging_path}});
     Status s = nfs_.Mount(rec.target, rec.staging_path, rec.mount_flags, rec.read_only);
-    if (!s.ok()) log::Warn("self-heal: nfs mount failed", {{"volume", rec.volume_id}, {"error", s.ToString()}});
+    if (!s.ok())
+      log::Warn("self-heal: nfs mount failed",
+                {{"volume", rec.volume_id}, {"error", s.ToString()}});
     return true;
   }
   BlockAttacher* a = attachers_.For(rec.target.protocol);
@@ -30,7 +32,8 @@ bool SelfHealer::HealOne(const StageRecord& rec, const std::string& mountinfo) {
   auto conn = connection_locks_.TryLock(rec.target.ConnectionKey());
   if (!conn) return false;
   Status s = a->Heal(rec.target);
-  if (!s.ok()) log::Warn("self-heal: repair failed", {{"volume", rec.volume_id}, {"error", s.ToString()}});
+  if (!s.ok())
+    log::Warn("self-heal: repair failed", {{"volume", rec.volume_id}, {"error", s.ToString()}});
   return true;
 }
 

@@ -16,11 +16,11 @@ struct StageRecord {
   std::string volume_id;
   std::string staging_path;
   RemoteTarget target;
-  bool block = false;          // access type block (no file system at staging)
-  std::string fs_type;         // the file system found or made (mount access)
+  bool block = false;   // access type block (no file system at staging)
+  std::string fs_type;  // the file system found or made (mount access)
   std::vector<std::string> mount_flags;
   bool read_only = false;
-  std::string device;          // "/dev/nvme0n1" once attached
+  std::string device;  // "/dev/nvme0n1" once attached
   // "attaching" is written before any connect, so a crash mid-stage still
   // leaves a record that NodeUnstage can clean up; "staged" when done.
   std::string state;

@@ -23,8 +23,7 @@ Status UnmountOnce(Mounter& m, const std::string& path) {
     return FailedPrecondition("unmount " + path + ": busy (still in use); not detaching it");
   }
   if (!DeadFilesystemErrno(err)) return Internal("unmount " + path + ": " + Err(err));
-  log::Warn("unmount failed on a dead file system; forcing",
-            {{"path", path}, {"error", Err(err)}});
+  log::Warn("unmount failed on a dead file system; forcing", {{"path", path}, {"error", Err(err)}});
   int forced = m.Unmount(path, UnmountMode::kForce);
   if (forced == 0 || forced == EINVAL) return Status::Ok();
   log::Warn("forced unmount failed; detaching lazily", {{"path", path}, {"error", Err(forced)}});

@@ -19,9 +19,12 @@ namespace {
 namespace fs = std::filesystem;
 using csi::v1::VolumeCapability;
 
-constexpr const char* kNqnA = "nqn.2014-08.org.nvmexpress:uuid:11111111-2222-4333-8444-555555555555";
-constexpr const char* kNqnB = "nqn.2014-08.org.nvmexpress:uuid:aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee";
-constexpr const char* kNqnA2 = "nqn.2014-08.org.nvmexpress:uuid:99999999-2222-4333-8444-555555555555";
+constexpr const char* kNqnA =
+    "nqn.2014-08.org.nvmexpress:uuid:11111111-2222-4333-8444-555555555555";
+constexpr const char* kNqnB =
+    "nqn.2014-08.org.nvmexpress:uuid:aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee";
+constexpr const char* kNqnA2 =
+    "nqn.2014-08.org.nvmexpress:uuid:99999999-2222-4333-8444-555555555555";
 // Client addresses only ever appear in export rules; nothing connects to them.
 constexpr const char* kIpA = "10.99.0.11";
 constexpr const char* kIpA2 = "10.99.0.21";
@@ -39,8 +42,8 @@ int64_t WaitFor(Pred pred, std::chrono::milliseconds timeout) {
   auto start = std::chrono::steady_clock::now();
   while (std::chrono::steady_clock::now() - start < timeout) {
     if (pred()) {
-      return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
-                                                                   start)
+      return std::chrono::duration_cast<std::chrono::milliseconds>(
+                 std::chrono::steady_clock::now() - start)
           .count();
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -317,7 +320,8 @@ TEST_F(ControllerIntegrationTest, RuleDeletedOutOfBandIsRestoredWithinOneResync)
   std::string link = Subsys("vol-1") + "/allowed_hosts/" + kNqnA;
   fs::remove(link);
   // Resync is 2 s with 20 % jitter: one interval is at most 2.4 s.
-  int64_t ms = WaitFor([&] { return fs::is_symlink(link); }, std::chrono::milliseconds(2400 + 1600));
+  int64_t ms =
+      WaitFor([&] { return fs::is_symlink(link); }, std::chrono::milliseconds(2400 + 1600));
   ASSERT_GE(ms, 0) << Slurp(tmp_.Sub("controller.log"));
   std::cout << "[ metric ] out-of-band ACL deletion repaired in " << ms << " ms\n";
   // An entry added out of band is removed: the ACL never widens.
@@ -426,20 +430,20 @@ TEST_F(ControllerIntegrationTest, VolumeWithoutExportSpecIsNeverGuessedThenRepai
   EXPECT_NE(bad->exit_code, 0);
   EXPECT_NE(bad->err.find("--acl-enabled"), std::string::npos) << bad->err;
   // A stale snapshot pin is refused and writes nothing.
-  auto stale = exec.Run({{ctl, store_flag, "repair", "export-spec", "legacy-1", "--port=4420",
-                          "--bind-address=127.0.0.1", "--acl-enabled=true",
-                          "--expect-resource-version=1"}});
+  auto stale =
+      exec.Run({{ctl, store_flag, "repair", "export-spec", "legacy-1", "--port=4420",
+                 "--bind-address=127.0.0.1", "--acl-enabled=true", "--expect-resource-version=1"}});
   ASSERT_TRUE(stale.ok());
   EXPECT_NE(stale->exit_code, 0);
   EXPECT_EQ(store_->Get("PillarVolumeState", "legacy-1")->resource_version,
             before->resource_version);
 
-  auto repaired = exec.Run(
-      {{ctl, store_flag, "repair", "export-spec", "legacy-1", "--bind-address=127.0.0.1",
-        "--port=4420", "--acl-enabled=true", "--expect-uid=" + before->uid,
-        "--backup-dir=" + tmp_.Sub("backup"), "--timeout=30"},
-       "",
-       std::chrono::seconds(60)});
+  auto repaired =
+      exec.Run({{ctl, store_flag, "repair", "export-spec", "legacy-1", "--bind-address=127.0.0.1",
+                 "--port=4420", "--acl-enabled=true", "--expect-uid=" + before->uid,
+                 "--backup-dir=" + tmp_.Sub("backup"), "--timeout=30"},
+                "",
+                std::chrono::seconds(60)});
   ASSERT_TRUE(repaired.ok());
   EXPECT_EQ(repaired->exit_code, 0) << repaired->out << repaired->err;
   EXPECT_NE(repaired->out.find("ExportReconciled=True reason=Reconciled"), std::string::npos);

@@ -18,7 +18,7 @@ bool RanMkfs(FakeExec& exec) {
   return false;
 }
 
-TEST(Format, BlankDeviceIsFormattedWithExactArgv) {
+TEST(NodeFormat, BlankDeviceIsFormattedWithExactArgv) {
   FakeExec exec;
   exec.OnOutput({"blkid"}, "", 2);
   exec.OnOutput({"mkfs.ext4"}, "");
@@ -26,11 +26,11 @@ TEST(Format, BlankDeviceIsFormattedWithExactArgv) {
   auto fs = f.EnsureFilesystem(kDev, "ext4");
   ASSERT_TRUE(fs.ok()) << fs.status().ToString();
   EXPECT_EQ(*fs, "ext4");
-  EXPECT_EQ(exec.CallLines(),
-            (std::vector<std::string>{"blkid -p -o export /dev/nvme0n1", "mkfs.ext4 /dev/nvme0n1"}));
+  EXPECT_EQ(exec.CallLines(), (std::vector<std::string>{"blkid -p -o export /dev/nvme0n1",
+                                                        "mkfs.ext4 /dev/nvme0n1"}));
 }
 
-TEST(Format, BlankDeviceWithXfsAndDefault) {
+TEST(NodeFormat, BlankDeviceWithXfsAndDefault) {
   FakeExec exec;
   exec.OnOutput({"blkid"}, "", 2);
   exec.OnOutput({"mkfs.xfs"}, "");
@@ -42,7 +42,7 @@ TEST(Format, BlankDeviceWithXfsAndDefault) {
   EXPECT_EQ(exec.CallLines().back(), "mkfs.ext4 /dev/nvme0n1");
 }
 
-TEST(Format, ExistingFilesystemIsMountedNotFormatted) {
+TEST(NodeFormat, ExistingFilesystemIsMountedNotFormatted) {
   FakeExec exec;
   exec.OnOutput({"blkid"},
                 "DEVNAME=/dev/nvme0n1\nUUID=0b5b3d4e-1111-2222-3333-444455556666\n"
@@ -53,7 +53,7 @@ TEST(Format, ExistingFilesystemIsMountedNotFormatted) {
   EXPECT_FALSE(RanMkfs(exec));
 }
 
-TEST(Format, MismatchedFilesystemIsFailedPreconditionNeverAReformat) {
+TEST(NodeFormat, MismatchedFilesystemIsFailedPreconditionNeverAReformat) {
   FakeExec exec;
   exec.OnOutput({"blkid"}, "DEVNAME=/dev/nvme0n1\nUUID=abc\nTYPE=xfs\nUSAGE=filesystem\n");
   DeviceFormatter f(exec);
@@ -63,9 +63,10 @@ TEST(Format, MismatchedFilesystemIsFailedPreconditionNeverAReformat) {
   EXPECT_FALSE(RanMkfs(exec));
 }
 
-TEST(Format, PartitionTableIsNeverFormatted) {
+TEST(NodeFormat, PartitionTableIsNeverFormatted) {
   FakeExec exec;
-  exec.OnOutput({"blkid"}, "DEVNAME=/dev/nvme0n1\nPTUUID=6f1f0f6e-aaaa-bbbb-cccc-ddddeeeeffff\nPTTYPE=gpt\n");
+  exec.OnOutput({"blkid"},
+                "DEVNAME=/dev/nvme0n1\nPTUUID=6f1f0f6e-aaaa-bbbb-cccc-ddddeeeeffff\nPTTYPE=gpt\n");
   DeviceFormatter f(exec);
   auto fs = f.EnsureFilesystem(kDev, "ext4");
   EXPECT_EQ(fs.status().code(), Code::kFailedPrecondition);
@@ -73,7 +74,7 @@ TEST(Format, PartitionTableIsNeverFormatted) {
   EXPECT_FALSE(RanMkfs(exec));
 }
 
-TEST(Format, NonFilesystemSignaturesAreNeverFormatted) {
+TEST(NodeFormat, NonFilesystemSignaturesAreNeverFormatted) {
   for (const char* out : {"TYPE=LVM2_member\nUSAGE=raid\n", "TYPE=crypto_LUKS\nUSAGE=crypto\n",
                           "TYPE=swap\nUSAGE=other\n", "UUID=abc\n"}) {
     FakeExec exec;
@@ -84,7 +85,7 @@ TEST(Format, NonFilesystemSignaturesAreNeverFormatted) {
   }
 }
 
-TEST(Format, BlkidErrorRefusesToFormat) {
+TEST(NodeFormat, BlkidErrorRefusesToFormat) {
   for (int code : {1, 4, 8}) {
     FakeExec exec;
     exec.OnOutput({"blkid"}, "", code, "error: /dev/nvme0n1: Input/output error\n");
@@ -99,21 +100,21 @@ TEST(Format, BlkidErrorRefusesToFormat) {
   EXPECT_FALSE(RanMkfs(missing));
 }
 
-TEST(Format, UnsupportedFsTypeRunsNothing) {
+TEST(NodeFormat, UnsupportedFsTypeRunsNothing) {
   FakeExec exec;
   DeviceFormatter f(exec);
   EXPECT_EQ(f.EnsureFilesystem(kDev, "btrfs;rm").status().code(), Code::kInvalidArgument);
   EXPECT_TRUE(exec.calls().empty());
 }
 
-TEST(Format, ParsesBlkidExport) {
+TEST(NodeFormat, ParsesBlkidExport) {
   auto kv = ParseBlkidExport("TYPE=ext4\nLABEL=my disk\nbroken\n=x\n");
   EXPECT_EQ(kv["TYPE"], "ext4");
   EXPECT_EQ(kv["LABEL"], "my disk");
   EXPECT_EQ(kv.size(), 2u);
 }
 
-TEST(Format, GrowArgv) {
+TEST(NodeFormat, GrowArgv) {
   FakeExec exec;
   exec.OnOutput({"resize2fs"}, "");
   exec.OnOutput({"xfs_growfs"}, "");

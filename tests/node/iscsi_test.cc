@@ -26,9 +26,9 @@ RemoteTarget Target() {
   return t;
 }
 
-class IscsiTest : public ::testing::Test {
+class NodeIscsiTest : public ::testing::Test {
  protected:
-  IscsiTest() : sys_(tmp_.Sub("sys")) {
+  NodeIscsiTest() : sys_(tmp_.Sub("sys")) {
     std::filesystem::create_directories(tmp_.Sub("sys/class/iscsi_session"));
   }
   IscsiAttacher Attacher() { return IscsiAttacher(exec_, fs_, clock_, tmp_.Sub("sys")); }
@@ -40,7 +40,7 @@ class IscsiTest : public ::testing::Test {
   IscsiSysfsBuilder sys_;
 };
 
-TEST(InitiatorName, ParsesTheOpenIscsiFile) {
+TEST(NodeInitiatorName, ParsesTheOpenIscsiFile) {
   EXPECT_EQ(ParseInitiatorName("## DO NOT EDIT OR REMOVE THIS FILE!\n"
                                "## If you remove this file, the iSCSI daemon will not start.\n"
                                "InitiatorName=iqn.1993-08.org.debian:01:7c5b2d8e9f10\n"),
@@ -52,7 +52,7 @@ TEST(InitiatorName, ParsesTheOpenIscsiFile) {
   EXPECT_EQ(ParseInitiatorName(""), "");
 }
 
-TEST_F(IscsiTest, ReadsSessionsAndTheirLunDevices) {
+TEST_F(NodeIscsiTest, ReadsSessionsAndTheirLunDevices) {
   sys_.AddSession(1, 2, "iqn.2026-01.com.bhyoo.pillar:other", "10.0.0.1", 3260);
   sys_.AddLun(1, 0, "sdb");
   sys_.AddSession(3, 4, kIqn, "10.0.0.1", 3260);
@@ -74,7 +74,7 @@ TEST_F(IscsiTest, ReadsSessionsAndTheirLunDevices) {
   EXPECT_TRUE(sysfs.SessionsTo(kIqn, "10.0.0.2", 3260).empty());
 }
 
-TEST_F(IscsiTest, DiscoversAndLogsInWithExactArgv) {
+TEST_F(NodeIscsiTest, DiscoversAndLogsInWithExactArgv) {
   exec_.OnOutput({"iscsiadm", "-m", "discovery"}, std::string("10.0.0.1:3260,1 ") + kIqn + "\n");
   exec_.On({"iscsiadm", "-m", "node"}, [&](const Command&) -> StatusOr<ExecResult> {
     sys_.AddSession(1, 2, kIqn, "10.0.0.1", 3260);
@@ -91,13 +91,13 @@ TEST_F(IscsiTest, DiscoversAndLogsInWithExactArgv) {
                 std::string("iscsiadm -m node -T ") + kIqn + " -p 10.0.0.1:3260 --login"}));
 }
 
-TEST_F(IscsiTest, Ipv6PortalIsBracketed) {
+TEST_F(NodeIscsiTest, Ipv6PortalIsBracketed) {
   RemoteTarget t = Target();
   t.address = "fd00::1";
   EXPECT_EQ(IscsiAttacher::Portal(t), "[fd00::1]:3260");
 }
 
-TEST_F(IscsiTest, LoggedInSessionWithoutLunIsRescanned) {
+TEST_F(NodeIscsiTest, LoggedInSessionWithoutLunIsRescanned) {
   sys_.AddSession(5, 7, kIqn, "10.0.0.1", 3260);
   exec_.On({"iscsiadm", "-m", "session"}, [&](const Command&) -> StatusOr<ExecResult> {
     sys_.AddLun(5, 0, "sdf");
@@ -107,11 +107,10 @@ TEST_F(IscsiTest, LoggedInSessionWithoutLunIsRescanned) {
   auto dev = a.Attach(Target());
   ASSERT_TRUE(dev.ok()) << dev.status().ToString();
   EXPECT_EQ(*dev, "/dev/sdf");
-  EXPECT_EQ(exec_.CallLines(),
-            (std::vector<std::string>{"iscsiadm -m session -r 5 --rescan"}));
+  EXPECT_EQ(exec_.CallLines(), (std::vector<std::string>{"iscsiadm -m session -r 5 --rescan"}));
 }
 
-TEST_F(IscsiTest, LunThatNeverAppearsIsADeadlineError) {
+TEST_F(NodeIscsiTest, LunThatNeverAppearsIsADeadlineError) {
   sys_.AddSession(5, 7, kIqn, "10.0.0.1", 3260);
   exec_.OnOutput({"iscsiadm", "-m", "session"}, "");
   auto a = Attacher();
@@ -120,7 +119,7 @@ TEST_F(IscsiTest, LunThatNeverAppearsIsADeadlineError) {
   EXPECT_NE(dev.status().message().find("LUN 0 of " + std::string(kIqn)), std::string::npos);
 }
 
-TEST_F(IscsiTest, LogoutThenForgetsTheNodeRecord) {
+TEST_F(NodeIscsiTest, LogoutThenForgetsTheNodeRecord) {
   sys_.AddSession(1, 2, kIqn, "10.0.0.1", 3260);
   exec_.OnOutput({"iscsiadm", "-m", "node"}, "");
   auto a = Attacher();
@@ -131,7 +130,7 @@ TEST_F(IscsiTest, LogoutThenForgetsTheNodeRecord) {
                 std::string("iscsiadm -m node -T ") + kIqn + " -p 10.0.0.1:3260 -o delete"}));
 }
 
-TEST_F(IscsiTest, InvalidIqnRunsNothing) {
+TEST_F(NodeIscsiTest, InvalidIqnRunsNothing) {
   RemoteTarget t = Target();
   t.target_id = "iqn.2026-01.com.x:$(reboot)";
   auto a = Attacher();

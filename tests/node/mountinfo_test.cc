@@ -17,7 +17,7 @@ constexpr const char* kMountInfo =
     "rw,vers=4.2,addr=10.0.0.1\n"
     "701 25 0:5 /nvme1n1 /var/lib/kubelet/pods/u2/volumeDevices/dev rw - devtmpfs udev rw\n";
 
-TEST(MountInfo, ParsesKernelLines) {
+TEST(NodeMountInfo, ParsesKernelLines) {
   auto m = ParseMountInfo(kMountInfo);
   ASSERT_EQ(m.size(), 6u);
   EXPECT_EQ(m[0].id, 36);
@@ -34,7 +34,7 @@ TEST(MountInfo, ParsesKernelLines) {
   EXPECT_EQ(m[5].fs_type, "devtmpfs");
 }
 
-TEST(MountInfo, UnescapesSpacesTabsAndBackslashes) {
+TEST(NodeMountInfo, UnescapesSpacesTabsAndBackslashes) {
   auto m = ParseMountInfo(kMountInfo);
   EXPECT_EQ(m[4].mount_point, "/mnt/with space\ttab");
   EXPECT_EQ(m[4].source, "10.0.0.1:/exports/a b");
@@ -46,7 +46,7 @@ TEST(MountInfo, UnescapesSpacesTabsAndBackslashes) {
   EXPECT_EQ(UnescapeMountField("\\"), "\\");
 }
 
-TEST(MountInfo, NoOptionalFieldsAndManyOptionalFields) {
+TEST(NodeMountInfo, NoOptionalFieldsAndManyOptionalFields) {
   auto m = ParseMountInfo(
       "1 0 0:1 / /a rw - tmpfs none rw\n"
       "2 0 0:1 / /b rw shared:1 master:2 propagate_from:3 unbindable - tmpfs none rw\n");
@@ -56,10 +56,10 @@ TEST(MountInfo, NoOptionalFieldsAndManyOptionalFields) {
   EXPECT_EQ(m[1].fs_type, "tmpfs");
 }
 
-TEST(MountInfo, SkipsMalformedLinesOnly) {
+TEST(NodeMountInfo, SkipsMalformedLinesOnly) {
   auto m = ParseMountInfo(
       "garbage\n"
-      "x 1 0:1 / /a rw - tmpfs none rw\n"          // id not a number
+      "x 1 0:1 / /a rw - tmpfs none rw\n"             // id not a number
       "3 1 0:1 / /nosep rw shared:1 tmpfs none rw\n"  // no "-" separator
       "4 1 0:1 / /short rw -\n"
       "\n"
@@ -68,7 +68,7 @@ TEST(MountInfo, SkipsMalformedLinesOnly) {
   EXPECT_EQ(m[0].mount_point, "/good");
 }
 
-TEST(MountInfo, FindsTheTopOfStackedMounts) {
+TEST(NodeMountInfo, FindsTheTopOfStackedMounts) {
   auto m = ParseMountInfo(
       "1 0 0:1 / /t rw - tmpfs first rw\n"
       "2 1 0:2 / /t rw - ext4 /dev/sdb rw\n"

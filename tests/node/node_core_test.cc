@@ -20,7 +20,8 @@ using testing::NvmeSysfsBuilder;
 using testing::WriteText;
 
 constexpr const char* kNqn = "nqn.2026-01.com.bhyoo.pillar:tank.pvc-1";
-constexpr const char* kHostNqn = "nqn.2014-08.org.nvmexpress:uuid:5d1b5a2e-8a5b-4bd5-9c1e-0c7b1f1a2b3c";
+constexpr const char* kHostNqn =
+    "nqn.2014-08.org.nvmexpress:uuid:5d1b5a2e-8a5b-4bd5-9c1e-0c7b1f1a2b3c";
 
 int CountCalls(FakeExec& exec, const std::string& prefix) {
   int n = 0;
@@ -105,8 +106,12 @@ class NodeCoreTest : public ::testing::Test {
     StageRequest r;
     r.volume_id = vol;
     r.staging_path = Staging(vol);
-    r.context = {{"protocol", "nvmeof-tcp"}, {"targetID", kNqn},     {"address", "10.0.0.1"},
-                 {"port", "4420"},           {"fsType", "ext4"},     {"agentVolumeID", "tank/" + vol},
+    r.context = {{"protocol", "nvmeof-tcp"},
+                 {"targetID", kNqn},
+                 {"address", "10.0.0.1"},
+                 {"port", "4420"},
+                 {"fsType", "ext4"},
+                 {"agentVolumeID", "tank/" + vol},
                  {"nsid", std::to_string(nsid)}};
     return r;
   }
@@ -129,11 +134,10 @@ class NodeCoreTest : public ::testing::Test {
 
 TEST_F(NodeCoreTest, StageConnectsFormatsTheBlankDeviceAndMounts) {
   ASSERT_TRUE(core().Stage(Stage()).ok());
-  EXPECT_EQ(exec_.CallLines(),
-            (std::vector<std::string>{
-                std::string("nvme connect -t tcp -a 10.0.0.1 -s 4420 -n ") + kNqn +
-                    " --hostnqn=" + kHostNqn,
-                "blkid -p -o export /dev/nvme0n1", "mkfs.ext4 /dev/nvme0n1"}));
+  EXPECT_EQ(exec_.CallLines(), (std::vector<std::string>{
+                                   std::string("nvme connect -t tcp -a 10.0.0.1 -s 4420 -n ") +
+                                       kNqn + " --hostnqn=" + kHostNqn,
+                                   "blkid -p -o export /dev/nvme0n1", "mkfs.ext4 /dev/nvme0n1"}));
   ASSERT_EQ(mounter_.mount_calls.size(), 1u);
   EXPECT_EQ(mounter_.mount_calls[0].source, "/dev/nvme0n1");
   EXPECT_EQ(mounter_.mount_calls[0].target, Staging());
@@ -200,16 +204,16 @@ TEST_F(NodeCoreTest, InvalidRequestsRunNothing) {
   r.staging_path = tmp_.Sub("kubelet/../etc");
   EXPECT_EQ(core().Stage(r).code(), Code::kInvalidArgument);
 
-  for (auto [key, value] : std::vector<std::pair<std::string, std::string>>{
-           {"targetID", "nqn.2026-01.com.x:a b"},
-           {"targetID", "--help"},
-           {"address", "example.com"},
-           {"address", "10.0.0.1;reboot"},
-           {"port", "0"},
-           {"port", "70000"},
-           {"port", "44x"},
-           {"protocol", "fc"},
-           {"ctrlLossTmo", "-1"}}) {
+  for (auto [key, value] :
+       std::vector<std::pair<std::string, std::string>>{{"targetID", "nqn.2026-01.com.x:a b"},
+                                                        {"targetID", "--help"},
+                                                        {"address", "example.com"},
+                                                        {"address", "10.0.0.1;reboot"},
+                                                        {"port", "0"},
+                                                        {"port", "70000"},
+                                                        {"port", "44x"},
+                                                        {"protocol", "fc"},
+                                                        {"ctrlLossTmo", "-1"}}) {
     r = Stage();
     r.context[key] = value;
     s = core().Stage(r);
@@ -335,7 +339,8 @@ TEST_F(NodeCoreTest, UnstageUnmountsDisconnectsAndForgets) {
   exec_.ClearCalls();
   ASSERT_TRUE(core().Unstage("pvc-1", Staging()).ok());
   EXPECT_FALSE(mounter_.IsMounted(Staging()));
-  EXPECT_EQ(exec_.CallLines(), (std::vector<std::string>{std::string("nvme disconnect -n ") + kNqn}));
+  EXPECT_EQ(exec_.CallLines(),
+            (std::vector<std::string>{std::string("nvme disconnect -n ") + kNqn}));
   EXPECT_EQ(node_->records().Get("pvc-1").status().code(), Code::kNotFound);
   // Again: nothing left to do.
   exec_.ClearCalls();
@@ -376,7 +381,8 @@ TEST_F(NodeCoreTest, StageRecordsSurviveARestart) {
   ASSERT_TRUE(core().Unpublish("pvc-1", Target()).ok());
   exec_.ClearCalls();
   ASSERT_TRUE(core().Unstage("pvc-1", Staging()).ok());
-  EXPECT_EQ(exec_.CallLines(), (std::vector<std::string>{std::string("nvme disconnect -n ") + kNqn}));
+  EXPECT_EQ(exec_.CallLines(),
+            (std::vector<std::string>{std::string("nvme disconnect -n ") + kNqn}));
 }
 
 TEST_F(NodeCoreTest, InterruptedStageIsFinishedByTheRetry) {
@@ -439,8 +445,7 @@ TEST_F(NodeCoreTest, ExpandRescansAndGrowsTheFilesystem) {
   EXPECT_EQ(*size, int64_t{2097152} * 512);
   EXPECT_EQ(exec_.CallLines(),
             (std::vector<std::string>{"nvme ns-rescan /dev/nvme0", "resize2fs /dev/nvme0n1"}));
-  EXPECT_EQ(core().Expand("pvc-1", Target(), int64_t{4} << 30).status().code(),
-            Code::kUnavailable);
+  EXPECT_EQ(core().Expand("pvc-1", Target(), int64_t{4} << 30).status().code(), Code::kUnavailable);
 }
 
 TEST_F(NodeCoreTest, SelfHealingRescansAMissingDeviceAndReconnects) {
@@ -465,9 +470,9 @@ TEST_F(NodeCoreTest, SelfHealingRescansAMissingDeviceAndReconnects) {
   EXPECT_EQ(CountCalls(exec_, "nvme disconnect"), 0);
 }
 
-class NfsNodeTest : public NodeCoreTest {
+class NodeNfsTest : public NodeCoreTest {
  protected:
-  NfsNodeTest() {
+  NodeNfsTest() {
     exec_.On({"mount", "-t", "nfs4"}, [this](const Command& c) -> StatusOr<ExecResult> {
       mounter_.AddMount({c.argv[c.argv.size() - 2], c.argv.back(), "nfs4"});
       return ExecResult{0, "", ""};
@@ -486,11 +491,12 @@ class NfsNodeTest : public NodeCoreTest {
   }
 };
 
-TEST_F(NfsNodeTest, StageMountsTheExportAtTheStagingPath) {
+TEST_F(NodeNfsTest, StageMountsTheExportAtTheStagingPath) {
   ASSERT_TRUE(core().Stage(NfsStage()).ok());
-  EXPECT_EQ(exec_.CallLines(),
-            (std::vector<std::string>{"mount -t nfs4 -o noatime,nconnect=4 10.0.0.5:/exports/tank/pvc-n " +
-                                      Staging("pvc-n")}));
+  EXPECT_EQ(
+      exec_.CallLines(),
+      (std::vector<std::string>{
+          "mount -t nfs4 -o noatime,nconnect=4 10.0.0.5:/exports/tank/pvc-n " + Staging("pvc-n")}));
   ASSERT_TRUE(core().Stage(NfsStage()).ok());
   EXPECT_EQ(exec_.calls().size(), 1u);
   PublishRequest p = Publish("pvc-n");
@@ -502,7 +508,7 @@ TEST_F(NfsNodeTest, StageMountsTheExportAtTheStagingPath) {
   EXPECT_EQ(exec_.calls().size(), 1u);  // no disconnect command for NFS
 }
 
-TEST_F(NfsNodeTest, BadExportPathRunsNothing) {
+TEST_F(NodeNfsTest, BadExportPathRunsNothing) {
   StageRequest r = NfsStage();
   r.context["targetID"] = "/exports/../etc";
   EXPECT_EQ(core().Stage(r).code(), Code::kInvalidArgument);
@@ -514,7 +520,7 @@ TEST_F(NfsNodeTest, BadExportPathRunsNothing) {
   EXPECT_TRUE(exec_.calls().empty());
 }
 
-TEST_F(NfsNodeTest, SelfHealingRemountsAVanishedNfsStagingMount) {
+TEST_F(NodeNfsTest, SelfHealingRemountsAVanishedNfsStagingMount) {
   ASSERT_TRUE(core().Stage(NfsStage()).ok());
   mounter_.Unmount(Staging("pvc-n"), UnmountMode::kNormal);
   exec_.ClearCalls();

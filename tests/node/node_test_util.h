@@ -42,6 +42,7 @@ inline void WriteText(const std::string& path, const std::string& content) {
 
 inline void Link(const std::string& target, const std::string& link) {
   std::filesystem::create_directories(std::filesystem::path(link).parent_path());
+  std::filesystem::remove(link);  // re-adding after a removal replaces the link
   std::filesystem::create_directory_symlink(target, link);
 }
 
@@ -218,9 +219,9 @@ class FakeMounter : public Mounter {
     int id = 100;
     for (const auto& m : mounts_) {
       std::string n = std::to_string(id++);
-      out += n + " 21 0:" + n + " " + EscapeMountField(m.root) +
-             " " + EscapeMountField(m.target) + " " + m.options + " shared:9 - " + m.fs_type +
-             " " + EscapeMountField(m.source) + " rw\n";
+      out += n + " 21 0:" + n + " " + EscapeMountField(m.root) + " " + EscapeMountField(m.target) +
+             " " + m.options + " shared:9 - " + m.fs_type + " " + EscapeMountField(m.source) +
+             " rw\n";
     }
     return out;
   }

@@ -18,7 +18,8 @@ using testing::WriteText;
 
 constexpr const char* kNqn = "nqn.2026-01.com.bhyoo.pillar:tank.pvc-1";
 constexpr const char* kOtherNqn = "nqn.2026-01.com.bhyoo.pillar:tank.pvc-2";
-constexpr const char* kHostNqn = "nqn.2014-08.org.nvmexpress:uuid:5d1b5a2e-8a5b-4bd5-9c1e-0c7b1f1a2b3c";
+constexpr const char* kHostNqn =
+    "nqn.2014-08.org.nvmexpress:uuid:5d1b5a2e-8a5b-4bd5-9c1e-0c7b1f1a2b3c";
 
 RemoteTarget Target(const std::string& nqn = kNqn) {
   RemoteTarget t;
@@ -30,9 +31,9 @@ RemoteTarget Target(const std::string& nqn = kNqn) {
   return t;
 }
 
-class NvmeTest : public ::testing::Test {
+class NodeNvmeTest : public ::testing::Test {
  protected:
-  NvmeTest() : sys_(tmp_.Sub("sys")) {
+  NodeNvmeTest() : sys_(tmp_.Sub("sys")) {
     WriteText(tmp_.Sub("hostnqn"), std::string(kHostNqn) + "\n");
     std::filesystem::create_directories(tmp_.Sub("sys/class/nvme-subsystem"));
     std::filesystem::create_directories(tmp_.Sub("sys/block"));
@@ -48,7 +49,7 @@ class NvmeTest : public ::testing::Test {
   NvmeSysfsBuilder sys_;
 };
 
-TEST_F(NvmeTest, ParsesControllerAddressAttribute) {
+TEST_F(NodeNvmeTest, ParsesControllerAddressAttribute) {
   auto a = ParseNvmeAddress("traddr=10.0.0.1,trsvcid=4420,src_addr=10.0.0.2\n");
   EXPECT_EQ(a["traddr"], "10.0.0.1");
   EXPECT_EQ(a["trsvcid"], "4420");
@@ -59,7 +60,7 @@ TEST_F(NvmeTest, ParsesControllerAddressAttribute) {
   EXPECT_TRUE(ParseNvmeAddress(",,=x,").empty());
 }
 
-TEST_F(NvmeTest, NamespaceDeviceNames) {
+TEST_F(NodeNvmeTest, NamespaceDeviceNames) {
   EXPECT_TRUE(IsNvmeNamespaceDevice("nvme0n1"));
   EXPECT_TRUE(IsNvmeNamespaceDevice("nvme12n345"));
   EXPECT_FALSE(IsNvmeNamespaceDevice("nvme0c0n1"));  // hidden multipath path node
@@ -69,7 +70,7 @@ TEST_F(NvmeTest, NamespaceDeviceNames) {
   EXPECT_FALSE(IsNvmeNamespaceDevice("sda"));
 }
 
-TEST_F(NvmeTest, FindsNamespaceByNsidAndSubsystemNotByDeviceName) {
+TEST_F(NodeNvmeTest, FindsNamespaceByNsidAndSubsystemNotByDeviceName) {
   // subsys0 (other volume) holds nvme0n1 with nsid 1; subsys1 holds our
   // namespace as nvme1n2 (instance 2) with nsid 1, and nsid 3 as nvme1n1.
   sys_.AddSubsystem(0, kOtherNqn);
@@ -95,7 +96,7 @@ TEST_F(NvmeTest, FindsNamespaceByNsidAndSubsystemNotByDeviceName) {
   EXPECT_EQ(sub->controllers[0].state, "live");
 }
 
-TEST_F(NvmeTest, HiddenPathNodeIsNeverTheDevice) {
+TEST_F(NodeNvmeTest, HiddenPathNodeIsNeverTheDevice) {
   sys_.AddSubsystem(0, kNqn);
   sys_.AddController(0, 0, kNqn, "10.0.0.1", 4420);
   sys_.AddNamespace(0, 1, 0, 1);
@@ -105,11 +106,11 @@ TEST_F(NvmeTest, HiddenPathNodeIsNeverTheDevice) {
   EXPECT_FALSE(sysfs.FindNamespaceDevice(kNqn, 1).has_value());
 }
 
-TEST_F(NvmeTest, ConnectArgvIsExact) {
+TEST_F(NodeNvmeTest, ConnectArgvIsExact) {
   RemoteTarget t = Target();
-  EXPECT_EQ(NvmeAttacher::ConnectCommand(t, kHostNqn).ToString(),
-            std::string("nvme connect -t tcp -a 10.0.0.1 -s 4420 -n ") + kNqn +
-                " --hostnqn=" + kHostNqn);
+  EXPECT_EQ(
+      NvmeAttacher::ConnectCommand(t, kHostNqn).ToString(),
+      std::string("nvme connect -t tcp -a 10.0.0.1 -s 4420 -n ") + kNqn + " --hostnqn=" + kHostNqn);
   t.ctrl_loss_tmo = 60;
   t.reconnect_delay = 2;
   EXPECT_EQ(NvmeAttacher::ConnectCommand(t, kHostNqn).ToString(),
@@ -117,7 +118,7 @@ TEST_F(NvmeTest, ConnectArgvIsExact) {
                 " --hostnqn=" + kHostNqn + " --ctrl-loss-tmo=60 --reconnect-delay=2");
 }
 
-TEST_F(NvmeTest, ConnectsThenFindsTheDevice) {
+TEST_F(NodeNvmeTest, ConnectsThenFindsTheDevice) {
   exec_.On({"nvme", "connect"}, [&](const Command&) -> StatusOr<ExecResult> {
     sys_.AddSubsystem(0, kNqn);
     sys_.AddController(0, 0, kNqn, "10.0.0.1", 4420);
@@ -132,7 +133,7 @@ TEST_F(NvmeTest, ConnectsThenFindsTheDevice) {
   EXPECT_EQ(exec_.calls()[0][1], "connect");
 }
 
-TEST_F(NvmeTest, AlreadyConnectedIsDetectedThroughSysfs) {
+TEST_F(NodeNvmeTest, AlreadyConnectedIsDetectedThroughSysfs) {
   sys_.AddSubsystem(0, kNqn);
   sys_.AddController(0, 0, kNqn, "10.0.0.1", 4420);
   sys_.AddNamespace(0, 1, 0, 1);
@@ -143,7 +144,7 @@ TEST_F(NvmeTest, AlreadyConnectedIsDetectedThroughSysfs) {
   EXPECT_TRUE(exec_.calls().empty());
 }
 
-TEST_F(NvmeTest, ReconnectingControllerIsNotConnectedAgain) {
+TEST_F(NodeNvmeTest, ReconnectingControllerIsNotConnectedAgain) {
   sys_.AddSubsystem(0, kNqn);
   sys_.AddController(0, 0, kNqn, "10.0.0.1", 4420, "connecting");
   sys_.AddNamespace(0, 1, 0, 1);
@@ -154,7 +155,7 @@ TEST_F(NvmeTest, ReconnectingControllerIsNotConnectedAgain) {
   EXPECT_NE(a.Check(Target()).problem.find("reconnecting"), std::string::npos);
 }
 
-TEST_F(NvmeTest, DeletingControllerOrOtherPortalMeansConnect) {
+TEST_F(NodeNvmeTest, DeletingControllerOrOtherPortalMeansConnect) {
   sys_.AddSubsystem(0, kNqn);
   sys_.AddController(0, 0, kNqn, "10.0.0.9", 4420);  // another portal
   sys_.AddController(0, 1, kNqn, "10.0.0.1", 4420, "deleting");
@@ -166,7 +167,7 @@ TEST_F(NvmeTest, DeletingControllerOrOtherPortalMeansConnect) {
   EXPECT_EQ(exec_.calls()[0][1], "connect");
 }
 
-TEST_F(NvmeTest, MissingHostNqnFailsBeforeConnecting) {
+TEST_F(NodeNvmeTest, MissingHostNqnFailsBeforeConnecting) {
   std::filesystem::remove(tmp_.Sub("hostnqn"));
   auto a = Attacher();
   auto dev = a.Attach(Target());
@@ -174,8 +175,9 @@ TEST_F(NvmeTest, MissingHostNqnFailsBeforeConnecting) {
   EXPECT_TRUE(exec_.calls().empty());
 }
 
-TEST_F(NvmeTest, FailedConnectIsAClearError) {
-  exec_.OnOutput({"nvme", "connect"}, "", 1, "could not add new controller: failed to write to nvme-fabrics device\n");
+TEST_F(NodeNvmeTest, FailedConnectIsAClearError) {
+  exec_.OnOutput({"nvme", "connect"}, "", 1,
+                 "could not add new controller: failed to write to nvme-fabrics device\n");
   auto a = Attacher();
   auto dev = a.Attach(Target());
   EXPECT_EQ(dev.status().code(), Code::kUnavailable);
@@ -183,7 +185,7 @@ TEST_F(NvmeTest, FailedConnectIsAClearError) {
 }
 
 // Seed 003: the subsystem is connected, the namespace's device never came.
-TEST_F(NvmeTest, MissingDeviceOnConnectedSubsystemIsRescannedOnEachController) {
+TEST_F(NodeNvmeTest, MissingDeviceOnConnectedSubsystemIsRescannedOnEachController) {
   sys_.AddSubsystem(0, kNqn);
   sys_.AddController(0, 0, kNqn, "10.0.0.1", 4420);
   sys_.AddController(0, 1, kNqn, "10.0.0.2", 4420);
@@ -201,7 +203,7 @@ TEST_F(NvmeTest, MissingDeviceOnConnectedSubsystemIsRescannedOnEachController) {
   EXPECT_TRUE(exec_.calls().size() == 2);  // no connect: it was connected
 }
 
-TEST_F(NvmeTest, DeviceThatNeverAppearsEndsWithAClearDeadlineError) {
+TEST_F(NodeNvmeTest, DeviceThatNeverAppearsEndsWithAClearDeadlineError) {
   sys_.AddSubsystem(0, kNqn);
   sys_.AddController(0, 0, kNqn, "10.0.0.1", 4420);
   exec_.OnOutput({"nvme", "ns-rescan"}, "");
@@ -221,7 +223,7 @@ TEST_F(NvmeTest, DeviceThatNeverAppearsEndsWithAClearDeadlineError) {
   EXPECT_EQ(exec_.calls().size(), 5u);
 }
 
-TEST_F(NvmeTest, FreshConnectGivesTheKernelTimeBeforeRescanning) {
+TEST_F(NodeNvmeTest, FreshConnectGivesTheKernelTimeBeforeRescanning) {
   exec_.On({"nvme", "connect"}, [&](const Command&) -> StatusOr<ExecResult> {
     sys_.AddSubsystem(0, kNqn);
     sys_.AddController(0, 0, kNqn, "10.0.0.1", 4420);
@@ -237,7 +239,7 @@ TEST_F(NvmeTest, FreshConnectGivesTheKernelTimeBeforeRescanning) {
   EXPECT_EQ(exec_.CallLines().back(), "nvme ns-rescan /dev/nvme0");
 }
 
-TEST_F(NvmeTest, DisconnectOnlyWhenConnected) {
+TEST_F(NodeNvmeTest, DisconnectOnlyWhenConnected) {
   auto a = Attacher();
   EXPECT_TRUE(a.Detach(Target()).ok());
   EXPECT_TRUE(exec_.calls().empty());
@@ -248,10 +250,11 @@ TEST_F(NvmeTest, DisconnectOnlyWhenConnected) {
     return ExecResult{0, "NQN:... disconnected 1 controller(s)\n", ""};
   });
   EXPECT_TRUE(a.Detach(Target()).ok());
-  EXPECT_EQ(exec_.CallLines(), (std::vector<std::string>{std::string("nvme disconnect -n ") + kNqn}));
+  EXPECT_EQ(exec_.CallLines(),
+            (std::vector<std::string>{std::string("nvme disconnect -n ") + kNqn}));
 }
 
-TEST_F(NvmeTest, InvalidNqnRunsNothing) {
+TEST_F(NodeNvmeTest, InvalidNqnRunsNothing) {
   auto a = Attacher();
   RemoteTarget t = Target("nqn.2026-01.com.x:a;reboot");
   EXPECT_EQ(a.Attach(t).status().code(), Code::kInvalidArgument);
@@ -261,7 +264,7 @@ TEST_F(NvmeTest, InvalidNqnRunsNothing) {
   EXPECT_TRUE(exec_.calls().empty());
 }
 
-TEST_F(NvmeTest, HealConnectsALostSubsystemAndRescansAMissingDevice) {
+TEST_F(NodeNvmeTest, HealConnectsALostSubsystemAndRescansAMissingDevice) {
   exec_.OnOutput({"nvme", "connect"}, "");
   exec_.OnOutput({"nvme", "ns-rescan"}, "");
   auto a = Attacher();

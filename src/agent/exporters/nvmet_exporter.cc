@@ -60,7 +60,7 @@ std::string NvmetExporter::PortDir(int id) const {
   return JoinPath(nvmet_, "ports/" + std::to_string(id));
 }
 
-StatusOr<std::vector<NvmetExporter::Port>> NvmetExporter::ReadPorts() {
+StatusOr<std::vector<NvmetExporter::Port>> NvmetExporter::ReadPorts(const std::string* only) {
   std::vector<Port> ports;
   ASSIGN_OR_RETURN(auto ids,
                    configfs::ListNames(fs_, JoinPath(nvmet_, "ports"), DirEntry::Type::kDir));
@@ -79,6 +79,13 @@ StatusOr<std::vector<NvmetExporter::Port>> NvmetExporter::ReadPorts() {
     std::string subsystems = JoinPath(dir, "subsystems");
     ASSIGN_OR_RETURN(auto links, configfs::ListNames(fs_, subsystems, DirEntry::Type::kSymlink));
     for (const auto& link : links) {
+      // One volume's view resolves only its own link; pillar names every
+      // link after its subsystem, so the others are known by name. This keeps
+      // a single apply from reading every link on a port shared by thousands.
+      if (only != nullptr && link != *only) {
+        p.links[link] = link;
+        continue;
+      }
       ASSIGN_OR_RETURN(std::string nqn, configfs::LinkTargetName(fs_, JoinPath(subsystems, link)));
       p.links[nqn] = link;
     }
@@ -97,7 +104,7 @@ Status NvmetExporter::Apply(const DesiredExport& want, std::vector<std::string>*
   }
   {
     // Refuse a port conflict before creating anything.
-    ASSIGN_OR_RETURN(auto ports, ReadPorts());
+    ASSIGN_OR_RETURN(auto ports, ReadPorts(&nqn));
     Port* match = FindPort(ports, nqn, want.params);
     RETURN_IF_ERROR(
         CheckShared(match, nqn, want.params).Annotate("nvmet export " + want.agent_volume_id));
@@ -257,7 +264,7 @@ Status NvmetExporter::CheckShared(const Port* match, const std::string& nqn,
 
 Status NvmetExporter::ApplyPort(const std::string& nqn, const ExportParams& params,
                                 std::vector<std::string>* changes) {
-  ASSIGN_OR_RETURN(auto ports, ReadPorts());
+  ASSIGN_OR_RETURN(auto ports, ReadPorts(&nqn));
   std::string traddr = configfs::CanonicalIp(params.bind_address);
   std::string adrfam = configfs::IsIpv6(traddr) ? "ipv6" : "ipv4";
   std::string trsvcid = std::to_string(params.port);
@@ -377,7 +384,8 @@ StatusOr<std::optional<ActualExport>> NvmetExporter::Observe(const std::string& 
 StatusOr<std::optional<ActualExport>> NvmetExporter::Get(const std::string& agent_volume_id) {
   RETURN_IF_ERROR(validate::AgentVolumeId("agent_volume_id", agent_volume_id));
   if (!fs_.IsDir(nvmet_)) return std::optional<ActualExport>();
-  ASSIGN_OR_RETURN(auto ports, ReadPorts());
+  std::string nqn = TargetName(prefix_, agent_volume_id);
+  ASSIGN_OR_RETURN(auto ports, ReadPorts(&nqn));
   return Observe(agent_volume_id, ports);
 }
 
@@ -402,7 +410,7 @@ Status NvmetExporter::Remove(const std::string& agent_volume_id,
   if (!fs_.IsDir(nvmet_)) return Status::Ok();
   std::string nqn = TargetName(prefix_, agent_volume_id);
   auto annotate = [&](Status s) { return s.Annotate("remove nvmet export " + agent_volume_id); };
-  ASSIGN_OR_RETURN(auto ports, ReadPorts());
+  ASSIGN_OR_RETURN(auto ports, ReadPorts(&nqn));
   for (auto& p : ports) RETURN_IF_ERROR(annotate(UnlinkFromPort(p, nqn, "", changes)));
   std::string subsys = JoinPath(nvmet_, "subsystems/" + nqn);
   if (!fs_.IsDir(subsys)) return Status::Ok();

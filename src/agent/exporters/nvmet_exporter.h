@@ -44,7 +44,9 @@ class NvmetExporter : public Exporter {
     std::map<std::string, std::string> links;  // subsystem NQN -> link name
   };
 
-  StatusOr<std::vector<Port>> ReadPorts();
+  // Every port; with `only`, subsystem links other than `only` are taken
+  // by their names without reading them.
+  StatusOr<std::vector<Port>> ReadPorts(const std::string* only = nullptr);
   // The TCP port at the export's address (preferring one `nqn` is on), or null.
   static Port* FindPort(std::vector<Port>& ports, const std::string& nqn,
                         const ExportParams& params);

@@ -18,8 +18,8 @@ struct RemoteTarget {
   std::string target_id;  // subsystem NQN | target IQN | exported path
   std::string address;    // numeric IP
   int port = 0;
-  int64_t nsid = 1;       // NVMe namespace id (pillar exports one namespace, id 1)
-  int64_t lun = 0;        // iSCSI LUN (pillar exports LUN 0)
+  int64_t nsid = 1;                    // NVMe namespace id (pillar exports one namespace, id 1)
+  int64_t lun = 0;                     // iSCSI LUN (pillar exports LUN 0)
   std::optional<int> ctrl_loss_tmo;    // nvme connect --ctrl-loss-tmo
   std::optional<int> reconnect_delay;  // nvme connect --reconnect-delay
 

@@ -34,7 +34,8 @@ std::optional<int> ParseIntSuffix(const std::string& s, const std::string& prefi
 
 std::string ErrText(const StatusOr<ExecResult>& r) {
   if (!r.ok()) return r.status().message();
-  return "exit " + std::to_string(r->exit_code) + ": " + TrimSpace(r->err.empty() ? r->out : r->err);
+  return "exit " + std::to_string(r->exit_code) + ": " +
+         TrimSpace(r->err.empty() ? r->out : r->err);
 }
 
 }  // namespace
@@ -92,7 +93,8 @@ std::vector<IscsiSession> IscsiSysfs::SessionsTo(const std::string& target,
 }
 
 std::optional<std::string> IscsiSysfs::FindLunDevice(int sid, int64_t lun) {
-  std::string dev = JoinPath(root_, "class/iscsi_session/session" + std::to_string(sid) + "/device");
+  std::string dev =
+      JoinPath(root_, "class/iscsi_session/session" + std::to_string(sid) + "/device");
   auto targets = fs_.ListDir(dev);
   if (!targets.ok()) return std::nullopt;
   for (const auto& t : *targets) {
@@ -126,16 +128,14 @@ std::string IscsiAttacher::Portal(const RemoteTarget& t) {
 Status IscsiAttacher::Login(const RemoteTarget& t) {
   std::string portal = Portal(t);
   log::Info("iscsi login", {{"iqn", t.target_id}, {"portal", portal}});
-  Command discover{{"iscsiadm", "-m", "discovery", "-t", "sendtargets", "-p", portal},
-                   {},
-                   kIscsiadmTimeout};
+  Command discover{
+      {"iscsiadm", "-m", "discovery", "-t", "sendtargets", "-p", portal}, {}, kIscsiadmTimeout};
   auto d = exec_.Run(discover);
   if (!d.ok() || d->exit_code != 0) {
     return Unavailable("iscsiadm discovery at " + portal + " failed (" + ErrText(d) + ")");
   }
-  Command login{{"iscsiadm", "-m", "node", "-T", t.target_id, "-p", portal, "--login"},
-                {},
-                kIscsiadmTimeout};
+  Command login{
+      {"iscsiadm", "-m", "node", "-T", t.target_id, "-p", portal, "--login"}, {}, kIscsiadmTimeout};
   auto l = exec_.Run(login);
   if (l.ok() && (l->exit_code == 0 || l->exit_code == kErrSessionExists)) return Status::Ok();
   if (!sysfs_.SessionsTo(t.target_id, t.address, t.port).empty()) return Status::Ok();
@@ -187,9 +187,9 @@ StatusOr<std::string> IscsiAttacher::Attach(const RemoteTarget& t) {
   size_t sessions = sysfs_.SessionsTo(t.target_id, t.address, t.port).size();
   return DeadlineExceeded("no block device for LUN " + std::to_string(t.lun) + " of " +
                           t.target_id + " at " + Portal(t) + " after " +
-                          std::to_string(options_.device_timeout_ms / 1000) + "s: " +
-                          std::to_string(sessions) + " session(s), " + std::to_string(rescans) +
-                          " session rescan round(s) found nothing");
+                          std::to_string(options_.device_timeout_ms / 1000) +
+                          "s: " + std::to_string(sessions) + " session(s), " +
+                          std::to_string(rescans) + " session rescan round(s) found nothing");
 }
 
 Status IscsiAttacher::Detach(const RemoteTarget& t) {

@@ -17,11 +17,11 @@
 namespace pillar::node {
 
 struct IscsiSession {
-  int sid = 0;            // N of sessionN
-  std::string target;     // targetname
-  std::string state;      // "LOGGED_IN", "FAILED", "FREE"
-  std::string address;    // persistent_address (empty when unreadable)
-  std::string port;       // persistent_port
+  int sid = 0;          // N of sessionN
+  std::string target;   // targetname
+  std::string state;    // "LOGGED_IN", "FAILED", "FREE"
+  std::string address;  // persistent_address (empty when unreadable)
+  std::string port;     // persistent_port
 };
 
 // "InitiatorName=iqn...." from /etc/iscsi/initiatorname.iscsi; comments and

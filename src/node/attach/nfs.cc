@@ -54,7 +54,8 @@ Status NfsMounter::Mount(const RemoteTarget& t, const std::string& staging,
     std::string why = TrimSpace(r->err.empty() ? r->out : r->err);
     // mount.nfs exits 32 for "access denied by server": a missing export rule.
     return r->exit_code == 32 && why.find("denied") != std::string::npos
-               ? Status(Code::kPermissionDenied, "mount " + t.address + ":" + t.target_id + ": " + why)
+               ? Status(Code::kPermissionDenied,
+                        "mount " + t.address + ":" + t.target_id + ": " + why)
                : Internal("mount " + t.address + ":" + t.target_id + " failed (exit " +
                           std::to_string(r->exit_code) + "): " + why);
   }

@@ -26,8 +26,17 @@ std::string Describe(const RemoteTarget& t) {
 
 Command NvmeAttacher::ConnectCommand(const RemoteTarget& t, const std::string& host_nqn) {
   Command c;
-  c.argv = {"nvme", "connect", "-t", "tcp", "-a", t.address, "-s", std::to_string(t.port),
-            "-n", t.target_id, "--hostnqn=" + host_nqn};
+  c.argv = {"nvme",
+            "connect",
+            "-t",
+            "tcp",
+            "-a",
+            t.address,
+            "-s",
+            std::to_string(t.port),
+            "-n",
+            t.target_id,
+            "--hostnqn=" + host_nqn};
   if (t.ctrl_loss_tmo) c.argv.push_back("--ctrl-loss-tmo=" + std::to_string(*t.ctrl_loss_tmo));
   if (t.reconnect_delay) {
     c.argv.push_back("--reconnect-delay=" + std::to_string(*t.reconnect_delay));
@@ -84,8 +93,9 @@ int NvmeAttacher::RescanControllers(const NvmeSubsystem& sub) {
     auto r = exec_.Run(cmd);
     ++n;
     if (!r.ok() || r->exit_code != 0) {
-      log::Warn("nvme ns-rescan failed", {{"controller", c.name},
-                                          {"error", r.ok() ? TrimSpace(r->err) : r.status().message()}});
+      log::Warn(
+          "nvme ns-rescan failed",
+          {{"controller", c.name}, {"error", r.ok() ? TrimSpace(r->err) : r.status().message()}});
     }
   }
   return n;
@@ -127,9 +137,8 @@ StatusOr<std::string> NvmeAttacher::Attach(const RemoteTarget& t) {
                          : "the subsystem is connected through " +
                                std::to_string(s->controllers.size()) + " controller(s)";
   return DeadlineExceeded("no block device for " + Describe(t) + " after " +
-                          std::to_string(options_.device_timeout_ms / 1000) + "s: " + state +
-                          ", " + std::to_string(rescans) +
-                          " nvme ns-rescan round(s) found nothing");
+                          std::to_string(options_.device_timeout_ms / 1000) + "s: " + state + ", " +
+                          std::to_string(rescans) + " nvme ns-rescan round(s) found nothing");
 }
 
 Status NvmeAttacher::Detach(const RemoteTarget& t) {
@@ -140,8 +149,8 @@ Status NvmeAttacher::Detach(const RemoteTarget& t) {
   auto r = exec_.Run(cmd);
   if (r.ok() && r->exit_code == 0) return Status::Ok();
   if (!sysfs_.FindSubsystem(t.target_id)) return Status::Ok();
-  return Internal("nvme disconnect -n " + t.target_id + " failed: " +
-                  (r.ok() ? TrimSpace(r->err) : r.status().message()));
+  return Internal("nvme disconnect -n " + t.target_id +
+                  " failed: " + (r.ok() ? TrimSpace(r->err) : r.status().message()));
 }
 
 DeviceHealth NvmeAttacher::Check(const RemoteTarget& t) {

@@ -19,12 +19,12 @@
 namespace pillar::node {
 
 struct NvmeController {
-  std::string name;       // "nvme0"
+  std::string name;  // "nvme0"
   std::string subsysnqn;
   std::string transport;  // "tcp"
   std::string traddr;     // from "address": traddr=...,trsvcid=...
   std::string trsvcid;
-  std::string state;      // "live", "connecting", "resetting", "deleting", ...
+  std::string state;  // "live", "connecting", "resetting", "deleting", ...
 };
 
 struct NvmeSubsystem {
@@ -49,6 +49,7 @@ class NvmeSysfs {
   std::optional<NvmeSubsystem> FindSubsystem(const std::string& nqn);
   // The block device name ("nvme0n1") of namespace `nsid` of subsystem `nqn`.
   std::optional<std::string> FindNamespaceDevice(const std::string& nqn, int64_t nsid);
+
  private:
   std::optional<std::string> Attr(const std::string& path) { return ReadAttr(fs_, path); }
 

@@ -16,8 +16,10 @@ namespace fs = std::filesystem;
 
 constexpr const char* kUid = "6f1c2d3e-4a5b-4c6d-8e7f-0a1b2c3d4e5f";
 constexpr const char* kOtherUid = "0b1f7a3e-9c2d-4e5f-8a6b-1c2d3e4f5a6b";
-constexpr const char* kHostA = "nqn.2014-08.org.nvmexpress:uuid:11111111-2222-4333-8444-555555555555";
-constexpr const char* kHostB = "nqn.2014-08.org.nvmexpress:uuid:aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee";
+constexpr const char* kHostA =
+    "nqn.2014-08.org.nvmexpress:uuid:11111111-2222-4333-8444-555555555555";
+constexpr const char* kHostB =
+    "nqn.2014-08.org.nvmexpress:uuid:aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee";
 constexpr const char* kSubsys = "nqn.2026-12.com.bhyoo.pillar-csi:demo:2fpvc-1";
 
 std::string Slurp(const std::string& path) {

@@ -94,8 +94,8 @@ class AgentProcess {
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
 
   // A client presenting `cert_name`.crt/.key from certs/ (controller, rogue).
-  std::unique_ptr<pillar::agent::v1::Agent::Stub> Client(const std::string& cert_name = "controller",
-                                                          const std::string& ca = "ca") const {
+  std::unique_ptr<pillar::agent::v1::Agent::Stub> Client(
+      const std::string& cert_name = "controller", const std::string& ca = "ca") const {
     TlsFiles files{dir_ + "/certs/" + cert_name + ".crt", dir_ + "/certs/" + cert_name + ".key",
                    dir_ + "/certs/" + ca + ".crt"};
     auto creds = MutualTlsChannelCredentials(files);

@@ -1,0 +1,156 @@
+// An in-process agent for benchmarks: the real AgentCore, FileBackend,
+// NvmetExporter on the configfs simulator and FencingMarks, all on a
+// temporary directory, behind the real AgentService and an AgentClient that
+// calls it without a socket. Only losetup is stood in for (LoopTableExec),
+// because a benchmark of 1,000 exports must not attach 1,000 loop devices;
+// the figures are the agent's own cost, not the kernel's.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "agent/agent_core.h"
+#include "agent/agent_service.h"
+#include "agent/backends/file_backend.h"
+#include "agent/exporters/configfs_sim.h"
+#include "agent/exporters/nvmet_exporter.h"
+#include "agent/fencing/fencing_marks.h"
+#include "common/clock.h"
+#include "common/exec.h"
+#include "common/fs.h"
+#include "common/grpc_status.h"
+#include "controller/agent_client.h"
+
+namespace pillar::bench {
+
+class LoopTableExec : public Exec {
+ public:
+  StatusOr<ExecResult> Run(const Command& cmd) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto& a = cmd.argv;
+    if (a.size() >= 2 && a[0] == "losetup" && a[1] == "--list") {
+      const std::string& image = a.back();
+      auto it = devices_.find(image);
+      if (it == devices_.end()) return ExecResult{0, "", ""};
+      return ExecResult{0,
+                        "{\"loopdevices\": [{\"name\": \"" + it->second + "\", \"back-file\": \"" +
+                            image + "\"}]}\n",
+                        ""};
+    }
+    if (a.size() >= 2 && a[0] == "losetup" && a[1] == "--find") {
+      std::string dev = "/dev/loop" + std::to_string(next_++);
+      devices_[a.back()] = dev;
+      return ExecResult{0, dev + "\n", ""};
+    }
+    if (a.size() >= 2 && a[0] == "losetup") return ExecResult{0, "", ""};
+    return NotFound("bench exec: " + cmd.ToString());
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, std::string> devices_;
+  int next_ = 0;
+};
+
+struct BenchAgent {
+  explicit BenchAgent(const std::string& dir, const std::string& name = "storage-1")
+      : root(dir), sim(dir + "/configfs"), marks(fs, clock, dir + "/generations") {
+    std::filesystem::create_directories(dir + "/configfs");
+    std::filesystem::create_directories(dir + "/generations");
+    std::filesystem::create_directories(dir + "/pool");
+    (void)sim.LoadNvmet();
+    agent::AgentCoreOptions opts;
+    opts.node_name = name;
+    opts.load_target = [this](agent::Protocol) { return sim.LoadNvmet(); };
+    core = std::make_unique<agent::AgentCore>(opts, marks);
+    core->AddPool(std::make_unique<agent::FileBackend>("demo", dir + "/pool", exec, fs));
+    core->AddExporter(std::make_unique<agent::NvmetExporter>(sim, dir + "/configfs"));
+    core->CheckTargetState();
+    service = std::make_unique<agent::AgentService>(*core);
+  }
+
+  std::string root;
+  PosixFs fs;
+  SystemClock clock;
+  LoopTableExec exec;
+  agent::ConfigfsSim sim;
+  agent::FencingMarks marks;
+  std::unique_ptr<agent::AgentCore> core;
+  std::unique_ptr<agent::AgentService> service;
+};
+
+// Calls the AgentService directly and counts calls.
+class InProcessAgentClient : public controller::AgentClient {
+ public:
+  explicit InProcessAgentClient(BenchAgent& agent) : agent_(agent) {}
+
+  template <typename Resp, typename Req, typename Method>
+  StatusOr<Resp> Call(Method method, const Req& req) {
+    calls++;
+    grpc::ServerContext ctx;
+    Resp resp;
+    grpc::Status s = ((*agent_.service).*method)(&ctx, &req, &resp);
+    if (!s.ok()) return FromGrpc(s);
+    return resp;
+  }
+
+  using S = agent::AgentService;
+
+  StatusOr<controller::av1::GetInfoResponse> GetInfo() override {
+    return Call<controller::av1::GetInfoResponse>(&S::GetInfo, controller::av1::GetInfoRequest());
+  }
+  StatusOr<controller::av1::CreateVolumeResponse> CreateVolume(
+      const controller::av1::CreateVolumeRequest& r) override {
+    return Call<controller::av1::CreateVolumeResponse>(&S::CreateVolume, r);
+  }
+  StatusOr<controller::av1::ExpandVolumeResponse> ExpandVolume(
+      const controller::av1::ExpandVolumeRequest& r) override {
+    return Call<controller::av1::ExpandVolumeResponse>(&S::ExpandVolume, r);
+  }
+  Status DeleteVolume(const controller::av1::DeleteVolumeRequest& r) override {
+    return Call<controller::av1::DeleteVolumeResponse>(&S::DeleteVolume, r).status();
+  }
+  StatusOr<controller::av1::GetCapacityResponse> GetCapacity(
+      const controller::av1::GetCapacityRequest& r) override {
+    return Call<controller::av1::GetCapacityResponse>(&S::GetCapacity, r);
+  }
+  StatusOr<controller::av1::ApplyExportResponse> ApplyExport(
+      const controller::av1::ApplyExportRequest& r) override {
+    return Call<controller::av1::ApplyExportResponse>(&S::ApplyExport, r);
+  }
+  StatusOr<controller::av1::GetExportResponse> GetExport(
+      const controller::av1::GetExportRequest& r) override {
+    return Call<controller::av1::GetExportResponse>(&S::GetExport, r);
+  }
+  StatusOr<controller::av1::ListExportsResponse> ListExports() override {
+    return Call<controller::av1::ListExportsResponse>(&S::ListExports,
+                                                      controller::av1::ListExportsRequest());
+  }
+  StatusOr<controller::av1::UnexportVolumeResponse> UnexportVolume(
+      const controller::av1::UnexportVolumeRequest& r) override {
+    return Call<controller::av1::UnexportVolumeResponse>(&S::UnexportVolume, r);
+  }
+
+  std::atomic<int64_t> calls{0};
+
+ private:
+  BenchAgent& agent_;
+};
+
+// A temporary directory, on tmpfs when /dev/shm exists (configfs is in
+// memory too), removed at exit.
+inline std::string BenchDir(const std::string& tag) {
+  std::string base = std::filesystem::exists("/dev/shm") ? "/dev/shm" : "/tmp";
+  std::string tmpl = base + "/pillar-bench-" + tag + "-XXXXXX";
+  char* made = mkdtemp(tmpl.data());
+  return made != nullptr ? made : "";
+}
+
+}  // namespace pillar::bench
