@@ -103,6 +103,7 @@ class StatusOr {
 #define PILLAR_CONCAT_INNER(a, b) a##b
 #define PILLAR_CONCAT(a, b) PILLAR_CONCAT_INNER(a, b)
 
+// NOLINTBEGIN(bugprone-macro-parentheses): tmp is a declared name.
 // Returns the status from the enclosing function when it is not OK. The
 // temporary's name is unique so the macro nests (e.g. inside a lambda).
 #define RETURN_IF_ERROR_IMPL(tmp, expr) \
@@ -111,6 +112,7 @@ class StatusOr {
     if (!tmp.ok()) return tmp;          \
   } while (0)
 #define RETURN_IF_ERROR(expr) RETURN_IF_ERROR_IMPL(PILLAR_CONCAT(pillar_status_, __COUNTER__), expr)
+// NOLINTEND(bugprone-macro-parentheses)
 
 // NOLINTBEGIN(bugprone-macro-parentheses): lhs is a declaration.
 #define ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \

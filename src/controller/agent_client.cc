@@ -10,7 +10,7 @@ namespace {
 
 class GrpcAgentClient : public AgentClient {
  public:
-  GrpcAgentClient(std::string agent_ref, std::shared_ptr<grpc::Channel> channel,
+  GrpcAgentClient(std::string agent_ref, const std::shared_ptr<grpc::Channel>& channel,
                   std::chrono::milliseconds timeout)
       : agent_ref_(std::move(agent_ref)), stub_(av1::Agent::NewStub(channel)), timeout_(timeout) {}
 

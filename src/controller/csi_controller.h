@@ -47,8 +47,8 @@ class CsiIdentity final : public csi::v1::Identity::Service {
 class CsiController final : public csi::v1::Controller::Service {
  public:
   CsiController(store::Store& store, AgentDirectory& agents, ExportReconciler& reconciler,
-                Clock& clock, LeaderGate& leader)
-      : store_(store), agents_(agents), reconciler_(reconciler), clock_(clock), leader_(leader) {}
+                LeaderGate& leader)
+      : store_(store), agents_(agents), reconciler_(reconciler), leader_(leader) {}
 
   grpc::Status CreateVolume(grpc::ServerContext*, const csi::v1::CreateVolumeRequest* req,
                             csi::v1::CreateVolumeResponse* resp) override;
@@ -96,7 +96,6 @@ class CsiController final : public csi::v1::Controller::Service {
   store::Store& store_;
   AgentDirectory& agents_;
   ExportReconciler& reconciler_;
-  Clock& clock_;
   LeaderGate& leader_;
   std::mutex locks_mu_;
   std::map<std::string, std::shared_ptr<std::mutex>> locks_;

@@ -172,7 +172,7 @@ int Run(int argc, char** argv) {
   if (Status s = reconciler.Start(); !s.ok()) return fail(s);
 
   CsiIdentity identity(leader);
-  CsiController controller(*store, directory, reconciler, clock, leader);
+  CsiController controller(*store, directory, reconciler, leader);
   NodeRegistryService registry(*store, clock);
 
   if (csi_endpoint.rfind("unix://", 0) == 0) {

@@ -168,7 +168,12 @@ void ExportReconciler::WorkerLoop() {
     if (key.rfind(kVolPrefix, 0) == 0) {
       std::string name = key.substr(2);
       auto r = Reconcile(name, std::nullopt, false);
-      if (!r.ok()) {
+      if (!r.ok() && r.status().code() == Code::kNotFound &&
+          store_.Get(kKindVolume, name).status().code() == Code::kNotFound) {
+        // Deleted while queued (DeleteVolume, or a retry of an earlier
+        // failure): nothing left to reconcile, so no retry either.
+        RecordFailure(name, false);
+      } else if (!r.ok()) {
         log::Warn("reconcile failed", {{"volume", name}, {"error", r.status().ToString()}});
         RecordFailure(name, true);
       } else {
@@ -335,7 +340,8 @@ StatusOr<ReconcileOutcome> ExportReconciler::Reconcile(
     auto obj = store_.Get(kKindVolume, volume);
     if (!obj.ok()) return obj.status();
     ReconcileOutcome out;
-    auto finish = [&](Condition cond, std::optional<ExportInfo> info) -> StatusOr<bool> {
+    auto finish = [&](const Condition& cond,
+                      const std::optional<ExportInfo>& info) -> StatusOr<bool> {
       out.condition = cond;
       return WriteOutcome(*obj, cond, info);
     };

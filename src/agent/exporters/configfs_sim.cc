@@ -465,7 +465,7 @@ std::string InfoField(const std::string& info, const std::string& key) {
 
 }  // namespace
 
-ConfigfsSim::ConfigfsSim(std::string root) {
+ConfigfsSim::ConfigfsSim(const std::string& root) {
   std::error_code ec;
   auto abs = std::filesystem::absolute(root, ec);
   root_ = configfs::ResolveLink("/x", ec ? root : abs.string());
@@ -705,7 +705,7 @@ Status ConfigfsSim::OnWrite(const std::vector<std::string>& dir, Kind kind, cons
           return InvalidArgument("for dev_enable ops, only valid value is \"1\"");
         }
         if (enabled == "1") return AlreadyExists("device is already configured");
-        std::string hba = dir[dir.size() - 2];
+        const std::string& hba = dir[dir.size() - 2];
         bool needs_path = hba.rfind("iblock_", 0) == 0 || hba.rfind("fileio_", 0) == 0 ||
                           hba.rfind("pscsi_", 0) == 0;
         if (needs_path && udev.empty()) {

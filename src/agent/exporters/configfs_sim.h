@@ -33,7 +33,7 @@ namespace pillar::agent {
 class ConfigfsSim : public Fs {
  public:
   // `root` is an existing directory standing in for /sys/kernel/config.
-  explicit ConfigfsSim(std::string root);
+  explicit ConfigfsSim(const std::string& root);
 
   const std::string& root() const { return root_; }
 

@@ -63,7 +63,7 @@ bool IsLunName(const std::string& name) { return name.rfind("lun_", 0) == 0; }
 
 }  // namespace
 
-LioExporter::LioExporter(Fs& fs, std::string configfs_root, std::string iqn_prefix,
+LioExporter::LioExporter(Fs& fs, const std::string& configfs_root, std::string iqn_prefix,
                          configfs::DirIdentityFn dir_identity)
     : fs_(fs),
       target_(JoinPath(configfs_root, "target")),
@@ -119,7 +119,9 @@ Status LioExporter::RemoveNodeAcl(const std::string& acl_dir) {
 
 Status LioExporter::Apply(const DesiredExport& want, std::vector<std::string>* changes) {
   Names n = NamesFor(want.agent_volume_id);
-  auto annotate = [&](Status s) { return s.Annotate("iscsi export " + want.agent_volume_id); };
+  auto annotate = [&](const Status& s) {
+    return s.Annotate("iscsi export " + want.agent_volume_id);
+  };
   RETURN_IF_ERROR(annotate(Validate(want, n.iqn)));
   if (!fs_.IsDir(target_)) {
     return Unavailable("iscsi export " + want.agent_volume_id + ": " + target_ +
@@ -421,7 +423,9 @@ StatusOr<std::vector<ActualExport>> LioExporter::List() {
 Status LioExporter::Remove(const std::string& agent_volume_id, std::vector<std::string>* changes) {
   RETURN_IF_ERROR(validate::AgentVolumeId("agent_volume_id", agent_volume_id));
   Names n = NamesFor(agent_volume_id);
-  auto annotate = [&](Status s) { return s.Annotate("remove iscsi export " + agent_volume_id); };
+  auto annotate = [&](const Status& s) {
+    return s.Annotate("remove iscsi export " + agent_volume_id);
+  };
   std::string wwn = JoinPath(iscsi_, n.iqn);
   if (fs_.IsDir(wwn)) {
     ASSIGN_OR_RETURN(auto tpgs, configfs::ListNames(fs_, wwn, DirEntry::Type::kDir));

@@ -23,7 +23,7 @@ class LioExporter : public Exporter {
   static constexpr const char* kBackstorePrefix = "pillar";
 
   // `configfs_root` is where configfs is mounted ("/sys/kernel/config").
-  LioExporter(Fs& fs, std::string configfs_root, std::string iqn_prefix = kDefaultIqnPrefix,
+  LioExporter(Fs& fs, const std::string& configfs_root, std::string iqn_prefix = kDefaultIqnPrefix,
               configfs::DirIdentityFn dir_identity = configfs::StatDirIdentity);
 
   Protocol protocol() const override { return Protocol::kIscsi; }

@@ -49,7 +49,7 @@ bool PillarPort(int id) {
 
 }  // namespace
 
-NvmetExporter::NvmetExporter(Fs& fs, std::string configfs_root, std::string nqn_prefix,
+NvmetExporter::NvmetExporter(Fs& fs, const std::string& configfs_root, std::string nqn_prefix,
                              configfs::DirIdentityFn dir_identity)
     : fs_(fs),
       nvmet_(JoinPath(configfs_root, "nvmet")),
@@ -409,7 +409,9 @@ Status NvmetExporter::Remove(const std::string& agent_volume_id,
   RETURN_IF_ERROR(validate::AgentVolumeId("agent_volume_id", agent_volume_id));
   if (!fs_.IsDir(nvmet_)) return Status::Ok();
   std::string nqn = TargetName(prefix_, agent_volume_id);
-  auto annotate = [&](Status s) { return s.Annotate("remove nvmet export " + agent_volume_id); };
+  auto annotate = [&](const Status& s) {
+    return s.Annotate("remove nvmet export " + agent_volume_id);
+  };
   ASSIGN_OR_RETURN(auto ports, ReadPorts(&nqn));
   for (auto& p : ports) RETURN_IF_ERROR(annotate(UnlinkFromPort(p, nqn, "", changes)));
   std::string subsys = JoinPath(nvmet_, "subsystems/" + nqn);

@@ -25,7 +25,8 @@ class NvmetExporter : public Exporter {
   static constexpr int kLastPortId = 8999;
 
   // `configfs_root` is where configfs is mounted ("/sys/kernel/config").
-  NvmetExporter(Fs& fs, std::string configfs_root, std::string nqn_prefix = kDefaultNqnPrefix,
+  NvmetExporter(Fs& fs, const std::string& configfs_root,
+                std::string nqn_prefix = kDefaultNqnPrefix,
                 configfs::DirIdentityFn dir_identity = configfs::StatDirIdentity);
 
   Protocol protocol() const override { return Protocol::kNvmeofTcp; }
