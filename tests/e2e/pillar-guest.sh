@@ -17,6 +17,9 @@
 #   nvme-dev NQN [NSID]          /dev/nvmeXnY of that namespace (or exit 1)
 #   nvmet-clear                  remove every nvmet configfs object
 #   lio-clear                    remove every LIO configfs object
+#   nvmet-unload                 nvmet-clear + rmmod nvmet_tcp nvmet, retried
+#                                (queue teardown is asynchronous; a resync may
+#                                re-create an export in between)
 #   sum PATH MIB                 sha256 of the first MIB MiB (O_DIRECT)
 #   fill PATH MIB                write MIB MiB of random data (O_DIRECT),
 #                                print its sha256
@@ -155,6 +158,18 @@ cmd_nvmet_clear() {
   return 0
 }
 
+cmd_nvmet_unload() {
+  local i
+  for ((i = 0; i < 100; i++)); do
+    cmd_nvmet_clear
+    if rmmod nvmet_tcp 2>/dev/null || ! grep -q '^nvmet_tcp ' /proc/modules; then
+      rmmod nvmet 2>/dev/null && return 0
+    fi
+    sleep 0.1
+  done
+  rmmod nvmet_tcp nvmet
+}
+
 cmd_lio_clear() {
   local t=$CFG/target tpg l d w hba so
   [[ -d $t ]] || return 0
@@ -253,6 +268,7 @@ case "$cmd" in
   nvme-dev) cmd_nvme_dev "$@" ;;
   nvmet-clear) cmd_nvmet_clear ;;
   lio-clear) cmd_lio_clear ;;
+  nvmet-unload) cmd_nvmet_unload ;;
   sum) cmd_sum "$@" ;;
   fill) cmd_fill "$@" ;;
   now) now_us ;;
