@@ -1,11 +1,31 @@
 #include "controller/desired.h"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
+#include <cstring>
 #include <set>
 
 namespace pillar::controller {
 
 namespace av1 = pillar::agent::v1;
+
+namespace {
+
+// Targets report addresses in canonical form ("fd00::1"), records may hold
+// any spelling ("fd00:0::1"): compare the addresses, not the strings.
+bool SameAddress(const std::string& a, const std::string& b) {
+  if (a == b) return true;
+  unsigned char x[16] = {}, y[16] = {};
+  for (int family : {AF_INET, AF_INET6}) {
+    if (inet_pton(family, a.c_str(), x) == 1 && inet_pton(family, b.c_str(), y) == 1) {
+      return std::memcmp(x, y, sizeof(x)) == 0;
+    }
+  }
+  return false;
+}
+
+}  // namespace
 
 StatusOr<av1::Protocol> ProtocolFromString(const std::string& p) {
   if (p == "nvmeof-tcp") return av1::PROTOCOL_NVMEOF_TCP;
@@ -79,7 +99,7 @@ std::vector<std::string> Diff(const DesiredExport& want, const av1::Export* actu
     return out;
   }
   const auto& spec = actual->spec();
-  if (spec.bind_address() != want.spec.bind_address) {
+  if (!SameAddress(spec.bind_address(), want.spec.bind_address)) {
     out.push_back("bindAddress is " + spec.bind_address() + ", want " + want.spec.bind_address);
   }
   if (spec.port() != want.spec.port) {

@@ -1,5 +1,7 @@
 #include "controller/registry_service.h"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 
 #include "common/grpc_status.h"
@@ -30,6 +32,17 @@ Status ValidateIdentity(const rv1::NodeIdentity& id) {
   return Status::Ok();
 }
 
+std::string CanonicalIp(const std::string& ip) {
+  unsigned char buf[16];
+  char out[INET6_ADDRSTRLEN];
+  int family = ip.find(':') != std::string::npos ? AF_INET6 : AF_INET;
+  if (inet_pton(family, ip.c_str(), buf) != 1 ||
+      inet_ntop(family, buf, out, sizeof(out)) == nullptr) {
+    return ip;
+  }
+  return out;
+}
+
 }  // namespace
 
 StatusOr<std::pair<bool, int64_t>> RegisterNodeIdentity(store::Store& store, Clock& clock,
@@ -39,7 +52,8 @@ StatusOr<std::pair<bool, int64_t>> RegisterNodeIdentity(store::Store& store, Clo
   want.node_id = id.node_id();
   want.host_nqn = id.host_nqn();
   want.initiator_iqn = id.initiator_iqn();
-  want.ip_addresses.assign(id.ip_addresses().begin(), id.ip_addresses().end());
+  // Canonical spelling, so export rules compare equal to what targets report.
+  for (const auto& ip : id.ip_addresses()) want.ip_addresses.push_back(CanonicalIp(ip));
   std::sort(want.ip_addresses.begin(), want.ip_addresses.end());
   want.ip_addresses.erase(std::unique(want.ip_addresses.begin(), want.ip_addresses.end()),
                           want.ip_addresses.end());

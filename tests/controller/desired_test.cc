@@ -1,0 +1,190 @@
+// The reconciler's desired-state rules, on recorded intent alone.
+#include "controller/desired.h"
+
+#include <gtest/gtest.h>
+
+#include "controller/csi_controller.h"
+
+namespace pillar::controller {
+namespace {
+
+namespace av1 = pillar::agent::v1;
+
+VolumeState Volume(const std::string& protocol, bool acl) {
+  VolumeState v;
+  v.meta.name = "pvc-1";
+  v.meta.uid = "6f1c2d3e-4a5b-4c6d-8e7f-0a1b2c3d4e5f";
+  v.spec.protocol = protocol;
+  v.spec.agent_volume_id = "tank/pvc-1";
+  v.status.export_spec = ExportSpec{"10.0.0.5", 0, acl, std::nullopt};
+  v.status.publication_generation = 7;
+  return v;
+}
+
+struct Nodes {
+  std::map<std::string, NodeRecord> records;
+  NodeLookup Lookup() {
+    return [this](const std::string& id) -> const NodeRecord* {
+      auto it = records.find(id);
+      return it == records.end() ? nullptr : &it->second;
+    };
+  }
+  void Add(const std::string& id, const std::string& nqn, std::vector<std::string> ips) {
+    NodeRecord n;
+    n.node_id = id;
+    n.host_nqn = nqn;
+    n.ip_addresses = std::move(ips);
+    records[id] = n;
+  }
+};
+
+TEST(DesiredTest, AclIsPublishedNonRevokingNodesThroughCurrentRecords) {
+  Nodes nodes;
+  nodes.Add("a", "nqn.2014-08.org.x:a", {"10.0.0.11"});
+  nodes.Add("b", "nqn.2014-08.org.x:b", {"10.0.0.12", "fd00::12"});
+  nodes.Add("c", "nqn.2014-08.org.x:c", {"10.0.0.13"});
+  auto v = Volume("nvmeof-tcp", true);
+  v.status.published_nodes = {{"a", false}, {"b", false}, {"c", true}};
+  auto d = ComputeDesired(v, nodes.Lookup());
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->protocol, av1::PROTOCOL_NVMEOF_TCP);
+  EXPECT_EQ(d->spec.port, 4420) << "0 means the protocol default";
+  EXPECT_EQ(d->hosts, (std::vector<std::string>{"nqn.2014-08.org.x:a", "nqn.2014-08.org.x:b"}));
+
+  v.spec.protocol = "nfs";
+  d = ComputeDesired(v, nodes.Lookup());
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->spec.port, 2049);
+  EXPECT_EQ(d->hosts, (std::vector<std::string>{"10.0.0.11", "10.0.0.12", "fd00::12"}));
+
+  // The record is what counts: a re-IP'd node's new address is the desired one.
+  nodes.Add("a", "nqn.2014-08.org.x:a", {"10.0.0.21"});
+  d = ComputeDesired(v, nodes.Lookup());
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->hosts.front(), "10.0.0.12");
+  EXPECT_EQ(std::count(d->hosts.begin(), d->hosts.end(), "10.0.0.21"), 1);
+  EXPECT_EQ(std::count(d->hosts.begin(), d->hosts.end(), "10.0.0.11"), 0);
+}
+
+TEST(DesiredTest, RefusesToGuess) {
+  Nodes nodes;
+  auto v = Volume("nvmeof-tcp", true);
+  v.status.export_spec.reset();
+  EXPECT_EQ(ComputeDesired(v, nodes.Lookup()).status().code(), Code::kFailedPrecondition);
+  // An unresolvable published node makes the whole ACL unknowable: applying
+  // the rest would drop that node's entry.
+  v = Volume("nvmeof-tcp", true);
+  v.status.published_nodes = {{"ghost", false}};
+  auto d = ComputeDesired(v, nodes.Lookup());
+  EXPECT_EQ(d.status().code(), Code::kFailedPrecondition);
+  EXPECT_NE(d.status().message().find("ghost"), std::string::npos);
+  nodes.Add("noid", "", {"10.0.0.1"});
+  v.status.published_nodes = {{"noid", false}};
+  EXPECT_NE(ComputeDesired(v, nodes.Lookup()).status().message().find("host NQN"),
+            std::string::npos);
+  // ACL off admits everyone by intent and needs no identity.
+  v = Volume("nvmeof-tcp", false);
+  v.status.published_nodes = {{"ghost", false}};
+  d = ComputeDesired(v, nodes.Lookup());
+  ASSERT_TRUE(d.ok());
+  EXPECT_TRUE(d->hosts.empty());
+}
+
+TEST(DesiredTest, DiffNamesEveryDifference) {
+  DesiredExport want;
+  want.protocol = av1::PROTOCOL_NVMEOF_TCP;
+  want.spec = {"fd00::5", 4420, true, std::nullopt};
+  want.hosts = {"nqn.2014-08.org.x:a", "nqn.2014-08.org.x:b"};
+  EXPECT_EQ(Diff(want, nullptr), std::vector<std::string>{"export is missing on the agent"});
+  av1::Export actual;
+  actual.mutable_spec()->set_bind_address("fd00:0:0::5");  // same address, other spelling
+  actual.mutable_spec()->set_port(4420);
+  actual.mutable_spec()->set_acl_enabled(true);
+  actual.mutable_spec()->set_in_capsule_data_size(8192);  // not asked for: not compared
+  actual.set_enabled(true);
+  actual.add_allowed_hosts("nqn.2014-08.org.x:a");
+  actual.add_allowed_hosts("nqn.2014-08.org.x:b");
+  EXPECT_TRUE(Diff(want, &actual).empty());
+  actual.clear_allowed_hosts();
+  actual.add_allowed_hosts("nqn.2014-08.org.x:a");
+  actual.add_allowed_hosts("nqn.2014-08.org.x:stale");
+  auto d = Diff(want, &actual);
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0], "missing ACL entry nqn.2014-08.org.x:b");
+  EXPECT_EQ(d[1], "unexpected ACL entry nqn.2014-08.org.x:stale");
+  actual.mutable_spec()->set_port(4421);
+  actual.set_enabled(false);
+  EXPECT_EQ(Diff(want, &actual).size(), 4u);
+}
+
+TEST(DesiredTest, ApplyRequestCarriesTheFence) {
+  auto v = Volume("iscsi", true);
+  DesiredExport want;
+  want.protocol = av1::PROTOCOL_ISCSI;
+  want.spec = {"10.0.0.5", 3260, true, std::nullopt};
+  want.hosts = {"iqn.1993-08.org.debian:01:a"};
+  auto req = MakeApplyRequest(v, want);
+  EXPECT_EQ(req.fence().volume_uid(), v.meta.uid);
+  EXPECT_EQ(req.fence().publication_generation(), 7);
+  EXPECT_EQ(req.agent_volume_id(), "tank/pvc-1");
+  ASSERT_EQ(req.allowed_hosts_size(), 1);
+}
+
+TEST(ModelTest, ExportSpecSchemaIsStrict) {
+  EXPECT_TRUE(
+      ExportSpecFromJson({{"bindAddress", "10.0.0.5"}, {"port", 4420}, {"aclEnabled", true}}).ok());
+  auto missing = ExportSpecFromJson({{"bindAddress", "10.0.0.5"}, {"port", 4420}});
+  EXPECT_NE(missing.status().message().find("aclEnabled"), std::string::npos);
+  auto str_acl =
+      ExportSpecFromJson({{"bindAddress", "10.0.0.5"}, {"port", 4420}, {"aclEnabled", "true"}});
+  EXPECT_NE(str_acl.status().message().find("boolean"), std::string::npos);
+  EXPECT_FALSE(
+      ExportSpecFromJson({{"bindAddress", ""}, {"port", 4420}, {"aclEnabled", true}}).ok());
+  EXPECT_FALSE(
+      ExportSpecFromJson({{"bindAddress", "x"}, {"port", 70000}, {"aclEnabled", true}}).ok());
+}
+
+TEST(ModelTest, ConditionTransitionTimeMovesOnlyWithStatus) {
+  std::vector<Condition> conds;
+  Condition c{"ExportReconciled", "True", "Reconciled", "ok", "", 1};
+  EXPECT_TRUE(SetCondition(conds, c, "t1"));
+  EXPECT_FALSE(SetCondition(conds, c, "t2"));
+  EXPECT_EQ(conds[0].last_transition_time, "t1");
+  c.message = "ok again";
+  EXPECT_TRUE(SetCondition(conds, c, "t3"));
+  EXPECT_EQ(conds[0].last_transition_time, "t1");
+  c.status = "False";
+  EXPECT_TRUE(SetCondition(conds, c, "t4"));
+  EXPECT_EQ(conds[0].last_transition_time, "t4");
+}
+
+TEST(CreateParametersTest, ValidatesEveryParameterByName) {
+  google::protobuf::Map<std::string, std::string> p;
+  p["agent"] = "storage-1";
+  p["pool"] = "tank/k8s";
+  p["protocol"] = "nvmeof-tcp";
+  p["backend.compression"] = "lz4";
+  p["csi.storage.k8s.io/pvc/name"] = "data";
+  auto ok = ParseCreateParameters(p);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_TRUE(ok->acl_enabled) << "ACL defaults to on";
+  EXPECT_EQ(ok->backend_params.at("compression"), "lz4");
+  auto bad = [&](const std::string& k, const std::string& v, const std::string& field) {
+    auto q = p;
+    q[k] = v;
+    auto r = ParseCreateParameters(q);
+    EXPECT_EQ(r.status().code(), Code::kInvalidArgument) << k << "=" << v;
+    EXPECT_NE(r.status().message().find(field), std::string::npos) << r.status().message();
+  };
+  bad("pool", "../etc", "parameters.pool");
+  bad("port", "44x0", "parameters.port");
+  bad("port", "0", "parameters.port");
+  bad("bindAddress", "host.example", "parameters.bindAddress");
+  bad("acl", "1", "parameters.acl");
+  bad("fsType", "btrfs", "parameters.fsType");
+  bad("aclEnabled", "true", "parameters.aclEnabled");
+  bad("agent", "Bad_Agent", "parameters.agent");
+}
+
+}  // namespace
+}  // namespace pillar::controller
