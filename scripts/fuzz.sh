@@ -19,7 +19,8 @@ for t in "${targets[@]}"; do
   [[ -d "$seeds" ]] && args+=("$seeds")
   echo "fuzz: $t for ${secs}s"
   log="$build/$t.log"
-  if ! "$build/fuzz/$t" -max_total_time="$secs" -print_final_stats=1 "${args[@]}" >"$log" 2>&1; then
+  if ! "$build/fuzz/$t" -max_total_time="$secs" -print_final_stats=1 -artifact_prefix="$build/" \
+    "${args[@]}" >"$log" 2>&1; then
     tail -40 "$log"
     echo "fuzz: $t found a crash (reproducer in $build, log $log)"
     exit 1

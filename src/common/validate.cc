@@ -147,6 +147,12 @@ Status AgentVolumeId(std::string_view field, std::string_view value) {
 }
 
 Status IpAddress(std::string_view field, std::string_view value) {
+  // inet_pton stops at a NUL: check the characters first, or "::\0junk" passes.
+  for (char c : value) {
+    if (!(IsHex(c) || c == ':' || c == '.')) {
+      return Bad(field, value, "want a numeric IPv4 or IPv6 address");
+    }
+  }
   std::string s(value);
   unsigned char buf[16];
   if (s.size() <= 45 &&

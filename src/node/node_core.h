@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/fs.h"
@@ -81,7 +82,7 @@ struct NodeDeps {
 
 class NodeCore {
  public:
-  explicit NodeCore(NodeDeps deps) : d_(deps) {}
+  explicit NodeCore(NodeDeps deps) : d_(std::move(deps)) {}
 
   Status Stage(const StageRequest& req);
   Status Unstage(const std::string& volume_id, const std::string& staging_path);

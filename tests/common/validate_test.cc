@@ -56,6 +56,9 @@ TEST(ValidateTest, Addresses) {
        {"", "localhost", "10.0.0.256", "10.0.0.1/24", "fe80::1%eth0", "1.2.3.4 "}) {
     EXPECT_EQ(IpAddress("bindAddress", bad).code(), Code::kInvalidArgument) << bad;
   }
+  // Found by fuzz/validate_fuzz.cc: an embedded NUL must not truncate the check.
+  EXPECT_FALSE(IpAddress("bindAddress", std::string("::\0\0junk", 9)).ok());
+  EXPECT_FALSE(IpOrCidr("client", std::string("10.0.0.1\0;rm", 12)).ok());
   EXPECT_TRUE(IpOrCidr("client", "10.0.0.0/24").ok());
   EXPECT_TRUE(IpOrCidr("client", "fd00::/64").ok());
   EXPECT_FALSE(IpOrCidr("client", "10.0.0.0/33").ok());
