@@ -92,17 +92,23 @@ class ControllerIntegrationTest : public ::testing::Test {
     controller_->Stop();
     agent_->Stop();
     SystemExec exec;
-    // Leave no export rule and no loop device behind.
+    // Leave no export rule and no loop device behind. exportfs -v prints
+    // "path client(opts)", or the path alone with clients on the next lines.
     std::istringstream lines(ExportfsTable());
-    std::string line, path;
+    std::string path;
     for (std::string l; std::getline(lines, l);) {
       std::istringstream words(l);
-      std::string first;
-      words >> first;
-      if (first.rfind(tmp_.path(), 0) == 0) path = first;
+      std::vector<std::string> w;
+      for (std::string t; words >> t;) w.push_back(t);
+      if (w.empty()) continue;
       std::string client;
-      if (!(words >> client)) continue;
-      if (path.rfind(tmp_.path(), 0) != 0) continue;
+      if (w[0][0] == '/') {
+        path = w[0];
+        if (w.size() > 1) client = w[1];
+      } else {
+        client = w[0];
+      }
+      if (client.empty() || path.rfind(tmp_.path(), 0) != 0) continue;
       std::string host = client.substr(0, client.find('('));
       if (host == "<world>") host = "*";
       (void)exec.Run({{"exportfs", "-u", host + ":" + path}});
