@@ -216,7 +216,15 @@ Status GrpcRegistryClient::Register(const NodeIdentityInfo& identity) {
   pillar::registry::v1::RegisterNodeResponse resp;
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  return FromGrpc(stub_->RegisterNode(&ctx, req, &resp)).Annotate("register node");
+  Status s = FromGrpc(stub_->RegisterNode(&ctx, req, &resp)).Annotate("register node");
+  // A failed call may sit on a connection that can never work again (its
+  // local address is gone after an IP change): start over on a new one.
+  if (!s.ok()) Reconnect();
+  return s;
+}
+
+void GrpcRegistryClient::Reconnect() {
+  stub_ = pillar::registry::v1::NodeRegistry::NewStub(make_channel_());
 }
 
 }  // namespace pillar::node

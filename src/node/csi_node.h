@@ -5,6 +5,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -60,11 +61,15 @@ class CsiNode final : public csi::v1::Node::Service {
 
 class GrpcRegistryClient final : public RegistryClient {
  public:
-  explicit GrpcRegistryClient(std::shared_ptr<grpc::Channel> channel)
-      : stub_(pillar::registry::v1::NodeRegistry::NewStub(std::move(channel))) {}
+  explicit GrpcRegistryClient(std::function<std::shared_ptr<grpc::Channel>()> make_channel)
+      : make_channel_(std::move(make_channel)) {
+    Reconnect();
+  }
   Status Register(const NodeIdentityInfo& identity) override;
 
  private:
+  void Reconnect();
+  std::function<std::shared_ptr<grpc::Channel>()> make_channel_;
   std::unique_ptr<pillar::registry::v1::NodeRegistry::Stub> stub_;
 };
 

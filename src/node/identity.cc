@@ -123,8 +123,14 @@ StatusOr<NodeIdentityInfo> IdentitySource::Read() {
 
 Status IdentityReporter::Tick() {
   ASSIGN_OR_RETURN(NodeIdentityInfo id, source_.Read());
-  if (last_ && *last_ == id) return Status::Ok();
-  RETURN_IF_ERROR(registry_.Register(id));
+  if (last_ && *last_ == id && ++unchanged_ticks_ < refresh_ticks_) return Status::Ok();
+  unchanged_ticks_ = 0;
+  if (Status s = registry_.Register(id); !s.ok()) {
+    // The call may still have been applied (or be applied later): what the
+    // registry holds is unknown now, so the next tick reports again.
+    last_.reset();
+    return s;
+  }
   log::Info("node identity reported", {{"nodeID", id.node_id},
                                        {"hostNQN", id.host_nqn},
                                        {"initiatorIQN", id.initiator_iqn},

@@ -77,14 +77,18 @@ class RegistryClient {
 // so a failed report is retried on the next step.
 class IdentityReporter {
  public:
-  IdentityReporter(IdentitySource& source, RegistryClient& registry)
-      : source_(source), registry_(registry) {}
+  // An unchanged identity is re-reported every `refresh_ticks` ticks, so a
+  // record overwritten out of order (a late, abandoned call) heals itself.
+  IdentityReporter(IdentitySource& source, RegistryClient& registry, int refresh_ticks = 12)
+      : source_(source), registry_(registry), refresh_ticks_(refresh_ticks) {}
   Status Tick();
   const std::optional<NodeIdentityInfo>& last_reported() const { return last_; }
 
  private:
   IdentitySource& source_;
   RegistryClient& registry_;
+  int refresh_ticks_;
+  int unchanged_ticks_ = 0;
   std::optional<NodeIdentityInfo> last_;
 };
 

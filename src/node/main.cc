@@ -190,8 +190,12 @@ int Run(int argc, char** argv) {
     }
     grpc::ChannelArguments args;
     if (!registry_tls_name.empty()) args.SetSslTargetNameOverride(registry_tls_name);
-    registry = std::make_unique<GrpcRegistryClient>(
-        grpc::CreateCustomChannel(registry_address, creds, args));
+    // A local subchannel pool: a channel made after a failure never reuses
+    // the old (possibly dead) connection.
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    registry = std::make_unique<GrpcRegistryClient>([registry_address, creds, args] {
+      return grpc::CreateCustomChannel(registry_address, creds, args);
+    });
     id_source = std::make_unique<IdentitySource>(exec, fs, id_opts);
     reporter = std::make_unique<IdentityReporter>(*id_source, *registry);
     id_ticker = std::make_unique<Ticker>(*id_every, [&reporter] {

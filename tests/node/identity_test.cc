@@ -136,6 +136,26 @@ TEST_F(NodeIdentityTest, ReportsAtStartOnChangeAndRetriesAfterFailure) {
   EXPECT_EQ(registry.calls.size(), 3u);
 }
 
+TEST_F(NodeIdentityTest, FailedReportForgetsWhatWasReportedAndUnchangedIsRefreshed) {
+  IdentitySource source = Source();
+  FakeRegistry registry;
+  IdentityReporter reporter(source, registry, /*refresh_ticks=*/3);
+  ASSERT_TRUE(reporter.Tick().ok());
+  registry.fail = true;
+  EXPECT_FALSE(reporter.Tick().ok() && registry.calls.size() > 1) << "unchanged: no call yet";
+  // A failed call may land late: the next tick reports again even though
+  // the identity did not change.
+  for (int i = 0; i < 3; ++i) (void)reporter.Tick();
+  EXPECT_FALSE(reporter.last_reported().has_value());
+  registry.fail = false;
+  size_t before = registry.calls.size();
+  ASSERT_TRUE(reporter.Tick().ok());
+  EXPECT_EQ(registry.calls.size(), before + 1);
+  // Unchanged identities are still re-reported every refresh_ticks ticks.
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(reporter.Tick().ok());
+  EXPECT_EQ(registry.calls.size(), before + 2);
+}
+
 TEST(NodeIpClasses, LoopbackAndLinkLocal) {
   EXPECT_TRUE(IsLoopbackIp("127.0.0.1"));
   EXPECT_TRUE(IsLoopbackIp("127.255.0.9"));
