@@ -70,6 +70,16 @@ StatusOr<int64_t> PickSize(const csi::v1::CapacityRange& range) {
 
 grpc::Status Reply(const Status& s) { return ToGrpc(s); }
 
+// A volume id the store cannot even hold names no volume: NOT_FOUND too.
+StatusOr<store::Object> GetVolume(store::Store& st, const std::string& volume_id) {
+  auto obj = st.Get(kKindVolume, volume_id);
+  if (obj.ok()) return obj;
+  if (obj.status().code() == Code::kNotFound || obj.status().code() == Code::kInvalidArgument) {
+    return NotFound("volume " + volume_id + " does not exist");
+  }
+  return obj.status();
+}
+
 }  // namespace
 
 StatusOr<CreateParams> ParseCreateParameters(
@@ -420,16 +430,8 @@ Status CsiController::DoPublish(const csi::v1::ControllerPublishVolumeRequest& r
   if (!req.has_volume_capability()) return InvalidArgument("volume_capability is required");
   auto lock = VolumeLock(req.volume_id());
   std::lock_guard<std::mutex> guard(*lock);
-  auto obj = store_.Get(kKindVolume, req.volume_id());
-  if (!obj.ok()) {
-    if (obj.status().code() == Code::kInvalidArgument) {
-      return NotFound("volume " + req.volume_id() + " does not exist");
-    }
-    return obj.status().code() == Code::kNotFound
-               ? NotFound("volume " + req.volume_id() + " does not exist")
-               : obj.status();
-  }
-  ASSIGN_OR_RETURN(VolumeState v, Load(*obj));
+  ASSIGN_OR_RETURN(store::Object obj, GetVolume(store_, req.volume_id()));
+  ASSIGN_OR_RETURN(VolumeState v, Load(obj));
   if (v.status.deleting)
     return FailedPrecondition("volume " + req.volume_id() + " is being deleted");
   RETURN_IF_ERROR(
@@ -559,13 +561,8 @@ grpc::Status CsiController::ValidateVolumeCapabilities(
   if (req->volume_capabilities().empty()) {
     return Reply(InvalidArgument("volume_capabilities is required"));
   }
-  auto obj = store_.Get(kKindVolume, req->volume_id());
-  if (!obj.ok()) {
-    return Reply(obj.status().code() == Code::kNotFound ||
-                         obj.status().code() == Code::kInvalidArgument
-                     ? NotFound("volume " + req->volume_id() + " does not exist")
-                     : obj.status());
-  }
+  auto obj = GetVolume(store_, req->volume_id());
+  if (!obj.ok()) return Reply(obj.status());
   auto v = Load(*obj);
   if (!v.ok()) return Reply(v.status());
   for (int i = 0; i < req->volume_capabilities_size(); ++i) {
@@ -629,13 +626,8 @@ grpc::Status CsiController::ControllerGetVolume(grpc::ServerContext*,
                                                 const csi::v1::ControllerGetVolumeRequest* req,
                                                 csi::v1::ControllerGetVolumeResponse* resp) {
   if (req->volume_id().empty()) return Reply(InvalidArgument("volume_id is required"));
-  auto obj = store_.Get(kKindVolume, req->volume_id());
-  if (!obj.ok()) {
-    return Reply(obj.status().code() == Code::kNotFound ||
-                         obj.status().code() == Code::kInvalidArgument
-                     ? NotFound("volume " + req->volume_id() + " does not exist")
-                     : obj.status());
-  }
+  auto obj = GetVolume(store_, req->volume_id());
+  if (!obj.ok()) return Reply(obj.status());
   auto v = Load(*obj);
   if (!v.ok()) return Reply(v.status());
   FillVolume(*v, resp->mutable_volume());
@@ -698,13 +690,8 @@ Status CsiController::DoExpand(const csi::v1::ControllerExpandVolumeRequest& req
   ASSIGN_OR_RETURN(int64_t size, PickSize(req.capacity_range()));
   auto lock = VolumeLock(req.volume_id());
   std::lock_guard<std::mutex> guard(*lock);
-  auto obj = store_.Get(kKindVolume, req.volume_id());
-  if (!obj.ok()) {
-    return obj.status().code() == Code::kNotFound || obj.status().code() == Code::kInvalidArgument
-               ? NotFound("volume " + req.volume_id() + " does not exist")
-               : obj.status();
-  }
-  ASSIGN_OR_RETURN(VolumeState v, Load(*obj));
+  ASSIGN_OR_RETURN(store::Object obj, GetVolume(store_, req.volume_id()));
+  ASSIGN_OR_RETURN(VolumeState v, Load(obj));
   ASSIGN_OR_RETURN(auto client, ClientFor(v.spec.agent_ref));
   int64_t have = std::max(v.status.capacity_bytes, v.spec.capacity_bytes);
   int64_t actual = have;

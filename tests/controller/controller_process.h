@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/child_process.h"
 #include "csi/v1/csi.grpc.pb.h"
 #include "pillar/registry/v1/registry.grpc.pb.h"
 
@@ -21,11 +22,9 @@ namespace pillar::testing {
 class ControllerProcess {
  public:
   explicit ControllerProcess(std::string dir) : dir_(std::move(dir)) {}
-  ~ControllerProcess() { Stop(); }
 
   bool Start(int agent_port, const std::vector<std::string>& extra = {}) {
     std::string ready = dir_ + "/controller.ready";
-    unlink(ready.c_str());
     std::vector<std::string> args = {PILLAR_CONTROLLER_BIN,
                                      "--csi-endpoint=unix://" + csi_socket(),
                                      "--registry-listen=127.0.0.1:0",
@@ -40,41 +39,11 @@ class ControllerProcess {
                                      "--ready-file=" + ready,
                                      "--log-level=info"};
     args.insert(args.end(), extra.begin(), extra.end());
-    pid_ = fork();
-    if (pid_ == 0) {
-      std::string log = dir_ + "/controller.log";
-      FILE* f = freopen(log.c_str(), "a", stderr);
-      (void)f;
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    for (int i = 0; i < 200; ++i) {
-      std::ifstream in(ready);
-      int port = 0;
-      if (in >> port && port > 0) {
-        registry_port_ = port;
-        return true;
-      }
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return false;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return false;
+    registry_port_ = child_.StartAndWaitForPort(args, dir_ + "/controller.log", ready);
+    return registry_port_ > 0;
   }
 
-  void Stop() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGTERM);
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
-  }
+  void Stop() { child_.Stop(); }
 
   std::string csi_socket() const { return dir_ + "/csi.sock"; }
   std::string store_path() const { return dir_ + "/store.db"; }
@@ -94,7 +63,7 @@ class ControllerProcess {
 
  private:
   std::string dir_;
-  pid_t pid_ = -1;
+  ChildProcess child_;
   int registry_port_ = 0;
 };
 

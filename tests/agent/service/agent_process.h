@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/child_process.h"
 #include "common/grpc_tls.h"
 #include "common/temp_dir.h"
 #include "pillar/agent/v1/agent.grpc.pb.h"
@@ -24,7 +25,6 @@ class AgentProcess {
  public:
   // `dir` holds certs/, configfs/, state/, pools/ and the agent's log.
   explicit AgentProcess(std::string dir) : dir_(std::move(dir)) {}
-  ~AgentProcess() { Stop(); }
 
   static bool MakeCerts(const std::string& dir) {
     std::string cmd = std::string(PILLAR_SOURCE_DIR) + "/tests/tools/make-certs.sh " + dir;
@@ -37,7 +37,6 @@ class AgentProcess {
   // come up in time.
   bool Start(const std::vector<std::string>& extra = {}) {
     std::string ready = dir_ + "/ready";
-    unlink(ready.c_str());
     std::vector<std::string> args = {PILLAR_AGENT_BIN,
                                      "--listen=127.0.0.1:" + std::to_string(port_),
                                      "--ready-file=" + ready,
@@ -54,41 +53,12 @@ class AgentProcess {
                                      "--epoch-check-interval=1",
                                      "--log-level=warn"};
     args.insert(args.end(), extra.begin(), extra.end());
-    pid_ = fork();
-    if (pid_ == 0) {
-      std::string log = dir_ + "/agent.log";
-      FILE* f = freopen(log.c_str(), "a", stderr);
-      (void)f;
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    for (int i = 0; i < 200; ++i) {
-      std::ifstream in(ready);
-      int port = 0;
-      if (in >> port && port > 0) {
-        port_ = port;
-        return true;
-      }
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return false;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return false;
+    int port = child_.StartAndWaitForPort(args, dir_ + "/agent.log", ready);
+    if (port > 0) port_ = port;
+    return port > 0;
   }
 
-  void Stop() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGTERM);
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
-  }
+  void Stop() { child_.Stop(); }
 
   int port() const { return port_; }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
@@ -107,7 +77,7 @@ class AgentProcess {
 
  private:
   std::string dir_;
-  pid_t pid_ = -1;
+  ChildProcess child_;
   int port_ = 0;
 };
 
