@@ -333,6 +333,15 @@ s1() {
     fail "s1-nvme (RWO) was published to a second node"
   fi
   step "RWO volume refused for a second node"
+  # The kernel target itself refuses a host that is not in the ACL: consumer-b
+  # dials s1-nvme directly with its own host NQN.
+  local nqn addr port
+  nqn="$(vctx s1-nvme targetID)" addr="$(vctx s1-nvme address)" port="$(vctx s1-nvme port)"
+  if vm_exec consumer-b nvme connect -t tcp -a "$addr" -s "$port" -n "$nqn" >/dev/null 2>&1; then
+    vm_exec consumer-b nvme disconnect -n "$nqn" >/dev/null 2>&1 || true
+    fail "nvmet admitted consumer-b, which is not in s1-nvme's ACL"
+  fi
+  step "nvmet refused consumer-b's host NQN (not in the ACL)"
 
   attach s1-iscsi consumer-b
   w="$(fill consumer-b "$(data_path s1-iscsi)" 8)"

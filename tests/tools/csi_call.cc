@@ -37,11 +37,23 @@ const char* const kServices[] = {"csi.v1.Identity", "csi.v1.Controller", "csi.v1
                                  "pillar.registry.v1.NodeRegistry"};
 
 const char* CodeName(int code) {
-  static const char* const kNames[] = {
-      "OK",           "CANCELLED",     "UNKNOWN",           "INVALID_ARGUMENT",   "DEADLINE_EXCEEDED",
-      "NOT_FOUND",    "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
-      "ABORTED",      "OUT_OF_RANGE",  "UNIMPLEMENTED",     "INTERNAL",           "UNAVAILABLE",
-      "DATA_LOSS",    "UNAUTHENTICATED"};
+  static const char* const kNames[] = {"OK",
+                                       "CANCELLED",
+                                       "UNKNOWN",
+                                       "INVALID_ARGUMENT",
+                                       "DEADLINE_EXCEEDED",
+                                       "NOT_FOUND",
+                                       "ALREADY_EXISTS",
+                                       "PERMISSION_DENIED",
+                                       "RESOURCE_EXHAUSTED",
+                                       "FAILED_PRECONDITION",
+                                       "ABORTED",
+                                       "OUT_OF_RANGE",
+                                       "UNIMPLEMENTED",
+                                       "INTERNAL",
+                                       "UNAVAILABLE",
+                                       "DATA_LOSS",
+                                       "UNAUTHENTICATED"};
   return code >= 0 && code <= 16 ? kNames[code] : "UNKNOWN";
 }
 
@@ -169,7 +181,8 @@ int main(int argc, char** argv) {
   }
   for (const auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
   if (!resp->ParseFromString(bytes)) {
-    std::cerr << "csi-call: cannot parse the response as " << md->output_type()->full_name() << "\n";
+    std::cerr << "csi-call: cannot parse the response as " << md->output_type()->full_name()
+              << "\n";
     return 2;
   }
   pb::util::JsonPrintOptions opts;
