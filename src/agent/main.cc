@@ -23,6 +23,7 @@
 #include "agent/fencing/fencing_marks.h"
 #include "common/grpc_tls.h"
 #include "common/log.h"
+#include "common/signals.h"
 #include "common/validate.h"
 
 namespace pillar::agent {
@@ -109,12 +110,7 @@ int Run(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   log::Init("agent", log_level);
-  // Signals are taken by sigwait below; block them before any thread starts.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  TerminationSignals signals;  // before any thread starts
   auto fail = [](const Status& s) {
     log::Error("agent cannot start", {{"error", s.ToString()}});
     return 2;
@@ -222,8 +218,7 @@ int Run(int argc, char** argv) {
       if (!stop) core.CheckTargetState();
     }
   });
-  int sig = 0;
-  sigwait(&signals, &sig);
+  int sig = signals.Wait();
   log::Info("agent stopping", {{"signal", sig}});
   {
     std::lock_guard<std::mutex> lock(stop_mu);

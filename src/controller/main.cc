@@ -13,6 +13,7 @@
 #include "common/fs.h"
 #include "common/grpc_tls.h"
 #include "common/log.h"
+#include "common/signals.h"
 #include "common/validate.h"
 #include "controller/agent_client.h"
 #include "controller/csi_controller.h"
@@ -142,11 +143,7 @@ int Run(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   log::Init("controller", log_level);
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  TerminationSignals signals;  // before any thread starts
   auto fail = [](const Status& s) {
     log::Error("controller cannot start", {{"error", s.ToString()}});
     return 2;
@@ -212,8 +209,7 @@ int Run(int argc, char** argv) {
     }
   }
 
-  int sig = 0;
-  sigwait(&signals, &sig);
+  int sig = signals.Wait();
   log::Info("controller stopping", {{"signal", sig}});
   auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(1);
   csi_server->Shutdown(deadline);

@@ -15,6 +15,7 @@
 #include "common/fs.h"
 #include "common/grpc_tls.h"
 #include "common/log.h"
+#include "common/signals.h"
 #include "common/validate.h"
 #include "node/attach/iscsi.h"
 #include "node/attach/nvme.h"
@@ -136,11 +137,7 @@ int Run(int argc, char** argv) {
   auto dev_timeout = ParseDuration("--device-timeout", device_timeout);
   if (!dev_timeout.ok()) return fail(dev_timeout.status());
 
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  TerminationSignals signals;  // before any thread starts
 
   SystemExec exec;
   PosixFs fs;
@@ -220,8 +217,7 @@ int Run(int argc, char** argv) {
                                     {"stateDir", state_dir},
                                     {"sysfsRoot", sysfs_root}});
 
-  int sig = 0;
-  sigwait(&signals, &sig);
+  int sig = signals.Wait();
   log::Info("node plugin stopping", {{"signal", sig}});
   heal_ticker.Stop();
   if (id_ticker) id_ticker->Stop();
