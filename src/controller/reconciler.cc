@@ -167,7 +167,7 @@ void ExportReconciler::WorkerLoop() {
     }
     if (key.rfind(kVolPrefix, 0) == 0) {
       std::string name = key.substr(2);
-      auto r = Reconcile(name, std::nullopt, false);
+      auto r = Reconcile(name, std::nullopt);
       if (!r.ok() && r.status().code() == Code::kNotFound &&
           store_.Get(kKindVolume, name).status().code() == Code::kNotFound) {
         // Deleted while queued (DeleteVolume, or a retry of an earlier
@@ -322,11 +322,11 @@ StatusOr<bool> ExportReconciler::WriteOutcome(const store::Object& obj, const Co
 }
 
 StatusOr<ReconcileOutcome> ExportReconciler::ReconcileNow(const std::string& volume) {
-  return Reconcile(volume, std::nullopt, false);
+  return Reconcile(volume, std::nullopt);
 }
 
 StatusOr<ReconcileOutcome> ExportReconciler::Reconcile(
-    const std::string& volume, const std::optional<const av1::Export*>& seen, bool observed_batch) {
+    const std::string& volume, const std::optional<const av1::Export*>& seen) {
   std::shared_ptr<std::mutex> vlock;
   {
     std::lock_guard<std::mutex> lock(volume_mu_);
@@ -376,7 +376,6 @@ StatusOr<ReconcileOutcome> ExportReconciler::Reconcile(
     StatusOr<bool> written = false;
 
     std::map<std::string, NodeRecord> nodes;
-    Status node_status;
     auto lookup = [&](const std::string& id) -> const NodeRecord* {
       auto it = nodes.find(id);
       if (it != nodes.end()) return &it->second;
@@ -465,7 +464,6 @@ StatusOr<ReconcileOutcome> ExportReconciler::Reconcile(
     }
     if (!written.ok() && written.status().code() == Code::kAborted) continue;  // CAS lost
     RETURN_IF_ERROR(written.status());
-    (void)observed_batch;
     return out;
   }
   return Aborted("volume " + volume + " kept changing during reconcile; will retry");
@@ -517,7 +515,7 @@ void ExportReconciler::ResyncAgent(const std::string& agent_ref,
       if (it != by_key.end()) seen = &it->second;
     }
     int64_t rv_before = obj.resource_version;
-    auto r = Reconcile(obj.name, seen, true);
+    auto r = Reconcile(obj.name, seen);
     if (!r.ok()) {
       RecordFailure(obj.name, true);
       continue;

@@ -80,8 +80,7 @@ class ExportReconciler {
   };
 
   StatusOr<ReconcileOutcome> Reconcile(const std::string& volume,
-                                       const std::optional<const pillar::agent::v1::Export*>& seen,
-                                       bool observed_batch);
+                                       const std::optional<const pillar::agent::v1::Export*>& seen);
   StatusOr<AgentView> Agent(const std::string& agent_ref);
   StatusOr<VolumeState> LoadVolume(const store::Object& obj);
   // Writes the condition (and exportInfo when reconciled) unless unchanged.

@@ -196,6 +196,16 @@ STORE_TEST(EveryWriteGetsANewHigherRevision) {
   for (size_t i = 1; i < revs.size(); ++i) EXPECT_GT(revs[i], revs[i - 1]) << i;
 }
 
+// A lost compare-and-swap: ABORTED "conflict" naming the object and both versions.
+void ExpectConflict(const Status& s, int64_t stale, int64_t current) {
+  ASSERT_EQ(s.code(), Code::kAborted);
+  const std::string& msg = s.message();
+  EXPECT_NE(msg.find("conflict"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("PillarVolumeState/pvc-1"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(std::to_string(stale)), std::string::npos) << msg;
+  EXPECT_NE(msg.find(std::to_string(current)), std::string::npos) << msg;
+}
+
 STORE_TEST(UpdateWithStaleVersionIsConflictAndChangesNothing) {
   Object v1 = MustCreate(kPillarVolumeState, "pvc-1", {{"capacity", 1}});
   Object fresh = v1;
@@ -206,12 +216,8 @@ STORE_TEST(UpdateWithStaleVersionIsConflictAndChangesNothing) {
   Object stale = v1;
   stale.spec["capacity"] = 3;
   auto conflict = store_->Update(stale);
-  ASSERT_EQ(conflict.status().code(), Code::kAborted);
-  const std::string& msg = conflict.status().message();
-  EXPECT_NE(msg.find("conflict"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("PillarVolumeState/pvc-1"), std::string::npos) << msg;
-  EXPECT_NE(msg.find(std::to_string(v1.resource_version)), std::string::npos) << msg;
-  EXPECT_NE(msg.find(std::to_string(v2->resource_version)), std::string::npos) << msg;
+  ASSERT_NO_FATAL_FAILURE(
+      ExpectConflict(conflict.status(), v1.resource_version, v2->resource_version));
   EXPECT_EQ(*store_->Get(kPillarVolumeState, "pvc-1"), *v2);
   EXPECT_EQ(*store_->CurrentRevision(), v2->resource_version);
 }
@@ -226,12 +232,8 @@ STORE_TEST(UpdateStatusWithStaleVersionIsConflictAndChangesNothing) {
   Object stale = v1;
   stale.status["publicationGeneration"] = 5;
   auto conflict = store_->UpdateStatus(stale);
-  ASSERT_EQ(conflict.status().code(), Code::kAborted);
-  const std::string& msg = conflict.status().message();
-  EXPECT_NE(msg.find("conflict"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("PillarVolumeState/pvc-1"), std::string::npos) << msg;
-  EXPECT_NE(msg.find(std::to_string(v1.resource_version)), std::string::npos) << msg;
-  EXPECT_NE(msg.find(std::to_string(v2->resource_version)), std::string::npos) << msg;
+  ASSERT_NO_FATAL_FAILURE(
+      ExpectConflict(conflict.status(), v1.resource_version, v2->resource_version));
   EXPECT_EQ(*store_->Get(kPillarVolumeState, "pvc-1"), *v2);
 }
 
