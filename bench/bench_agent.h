@@ -68,7 +68,7 @@ struct BenchAgent {
     (void)sim.LoadNvmet();
     agent::AgentCoreOptions opts;
     opts.node_name = name;
-    opts.load_target = [this](agent::Protocol) { return sim.LoadNvmet(); };
+    opts.load_target = [this](Protocol) { return sim.LoadNvmet(); };
     core = std::make_unique<agent::AgentCore>(opts, marks);
     core->AddPool(std::make_unique<agent::FileBackend>("demo", dir + "/pool", exec, fs));
     core->AddExporter(std::make_unique<agent::NvmetExporter>(sim, dir + "/configfs"));

@@ -1,3 +1,4 @@
+#include "common/protocol.h"
 #include "common/validate.h"
 
 #include <gtest/gtest.h>
@@ -79,3 +80,24 @@ TEST(ValidateTest, UuidAndObjectName) {
 
 }  // namespace
 }  // namespace pillar::validate
+
+namespace pillar {
+namespace {
+
+TEST(ProtocolTest, NamesRoundTripAndUnknownNamesTheField) {
+  for (Protocol p : kAllProtocols) {
+    auto parsed = ParseProtocol("spec.protocol", ProtocolName(p));
+    ASSERT_TRUE(parsed.ok());
+    EXPECT_EQ(*parsed, p);
+  }
+  auto bad = ParseProtocol("parameters.protocol", "fc");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("parameters.protocol"), std::string::npos);
+  EXPECT_EQ(DefaultPort(Protocol::kNvmeofTcp), 4420);
+  EXPECT_EQ(DefaultPort(Protocol::kIscsi), 3260);
+  EXPECT_EQ(DefaultPort(Protocol::kNfs), 2049);
+}
+
+}  // namespace
+}  // namespace pillar

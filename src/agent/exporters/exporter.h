@@ -7,13 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "common/protocol.h"
 #include "common/status.h"
 
 namespace pillar::agent {
-
-enum class Protocol { kNvmeofTcp, kIscsi, kNfs };
-
-const char* ProtocolName(Protocol p);
 
 struct ExportParams {
   std::string bind_address;

@@ -17,18 +17,6 @@ int HexValue(char c) {
 
 }  // namespace
 
-const char* ProtocolName(Protocol p) {
-  switch (p) {
-    case Protocol::kNvmeofTcp:
-      return "nvmeof-tcp";
-    case Protocol::kIscsi:
-      return "iscsi";
-    case Protocol::kNfs:
-      return "nfs";
-  }
-  return "unknown";
-}
-
 std::string TargetName(const std::string& prefix, const std::string& agent_volume_id) {
   std::string out = prefix + ":";
   for (char c : agent_volume_id) {
