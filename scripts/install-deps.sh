@@ -23,9 +23,8 @@ if ((${#missing[@]} == 0)); then
   echo "install-deps: nothing missing"
   exit 0
 fi
-SUDO=""
-if [[ $(id -u) -ne 0 ]]; then SUDO=sudo; fi
+if [[ $(id -u) -ne 0 ]]; then echo "$0: run as root (it installs packages and drives loop devices)" >&2; exit 1; fi
 echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -6,7 +6,7 @@
 # running guests (module reload, agent restart, configfs/exportfs edits, an
 # IP change); only processes are restarted, never a guest.
 #
-#   sudo tests/e2e/scenarios.sh                 # all; exit != 0 on any FAIL
+#   tests/e2e/scenarios.sh                 # all; exit != 0 on any FAIL
 #   E2E_ONLY="s1 s3" tests/e2e/scenarios.sh     # a subset (s1 .. s7)
 #   PILLAR_E2E_SKIP_BUILD=1 ...                 # use the binaries as built
 #

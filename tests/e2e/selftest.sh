@@ -3,7 +3,7 @@
 # vm_exec semantics (argv quoting, rc, stdin, env, cwd, timeout), background
 # requests, copy in/out, vm_set_ip, data disks, restart with kept disks.
 #
-#   sudo tests/e2e/selftest.sh
+#   tests/e2e/selftest.sh
 set -euo pipefail
 
 # shellcheck source=lib.sh

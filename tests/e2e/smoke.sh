@@ -4,7 +4,7 @@
 # by hand (configfs / exportfs) in a "storage" guest and used from a
 # "consumer-a" guest over the private guest network.
 #
-#   sudo tests/e2e/smoke.sh            # exits non-zero if any check fails
+#   tests/e2e/smoke.sh            # exits non-zero if any check fails
 #   SMOKE_ONLY="nvme nfs" tests/e2e/smoke.sh
 set -euo pipefail
 
