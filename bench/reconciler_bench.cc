@@ -21,9 +21,9 @@ namespace pillar::bench {
 namespace {
 
 namespace av1 = pillar::agent::v1;
-using controller::kKindAgent;
-using controller::kKindNode;
-using controller::kKindVolume;
+using api::kKindAgent;
+using api::kKindNode;
+using api::kKindVolume;
 
 class BenchDirectory : public controller::AgentDirectory {
  public:
@@ -70,7 +70,7 @@ int Run(int volumes, int agents) {
   constexpr int kNodes = 100;
   for (int n = 0; n < kNodes; ++n) {
     store::Object o;
-    o.kind = kKindNode;
+    o.kind = api::kKindNode;
     o.name = "node-" + std::to_string(n);
     o.spec = {{"nodeID", o.name}, {"hostNQN", NodeNqn(n)}, {"ipAddresses", {"10.99.1.1"}}};
     if (!st.Create(o).ok()) return 1;
@@ -81,7 +81,7 @@ int Run(int volumes, int agents) {
     nodes.push_back(std::make_unique<BenchAgent>(dir + "/" + ref, ref));
     directory.clients[ref] = std::make_shared<InProcessAgentClient>(*nodes.back());
     store::Object o;
-    o.kind = kKindAgent;
+    o.kind = api::kKindAgent;
     o.name = ref;
     o.spec = {{"address", "127.0.0.1"}, {"port", 9500}};
     if (!st.Create(o).ok()) return 1;
@@ -91,7 +91,7 @@ int Run(int volumes, int agents) {
     std::string name = "pvc-" + std::to_string(v);
     int node = v % kNodes;
     store::Object o;
-    o.kind = kKindVolume;
+    o.kind = api::kKindVolume;
     o.name = name;
     o.spec = {
         {"volumeID", name},         {"agentRef", ref},          {"agentVolumeID", "demo/" + name},

@@ -2,6 +2,7 @@
 
 #include "common/grpc_status.h"
 #include "common/log.h"
+#include "common/protocol_proto.h"
 #include "common/validate.h"
 
 namespace pillar::controller {
@@ -21,21 +22,8 @@ bool IsSingleNode(VolumeCapability::AccessMode::Mode m) {
          m == VolumeCapability::AccessMode::SINGLE_NODE_MULTI_WRITER;
 }
 
-Meta MetaOf(const store::Object& o) {
-  return {
-      o.name, o.uid, o.resource_version, o.generation, o.creation_timestamp, o.deletion_timestamp};
-}
-
-StatusOr<VolumeState> Load(const store::Object& o) {
-  VolumeState v;
-  v.meta = MetaOf(o);
-  ASSIGN_OR_RETURN(v.spec, VolumeSpecFromJson(o.spec));
-  ASSIGN_OR_RETURN(v.status, VolumeStatusFromJson(o.status));
-  return v;
-}
-
-void FillContext(const VolumeState& v, google::protobuf::Map<std::string, std::string>* ctx) {
-  (*ctx)["protocol"] = v.spec.protocol;
+void FillContext(const api::VolumeState& v, google::protobuf::Map<std::string, std::string>* ctx) {
+  (*ctx)["protocol"] = ProtocolName(v.spec.protocol);
   (*ctx)["agentVolumeID"] = v.spec.agent_volume_id;
   if (!v.spec.fs_type.empty()) (*ctx)["fsType"] = v.spec.fs_type;
   if (v.status.export_info) {
@@ -45,7 +33,7 @@ void FillContext(const VolumeState& v, google::protobuf::Map<std::string, std::s
   }
 }
 
-void FillVolume(const VolumeState& v, csi::v1::Volume* out) {
+void FillVolume(const api::VolumeState& v, csi::v1::Volume* out) {
   out->set_volume_id(v.meta.name);
   out->set_capacity_bytes(v.status.capacity_bytes > 0 ? v.status.capacity_bytes
                                                       : v.spec.capacity_bytes);
@@ -70,14 +58,20 @@ StatusOr<int64_t> PickSize(const csi::v1::CapacityRange& range) {
 
 grpc::Status Reply(const Status& s) { return ToGrpc(s); }
 
-// A volume id the store cannot even hold names no volume: NOT_FOUND too.
-StatusOr<store::Object> GetVolume(store::Store& st, const std::string& volume_id) {
-  auto obj = st.Get(kKindVolume, volume_id);
+// The one mapping of an absent record: NOT_FOUND with `absent` as the
+// message. A name the store cannot even hold names no object: NOT_FOUND too.
+StatusOr<store::Object> GetRecord(store::Store& st, const char* kind, const std::string& name,
+                                  const std::string& absent) {
+  auto obj = st.Get(kind, name);
   if (obj.ok()) return obj;
   if (obj.status().code() == Code::kNotFound || obj.status().code() == Code::kInvalidArgument) {
-    return NotFound("volume " + volume_id + " does not exist");
+    return NotFound(absent);
   }
   return obj.status();
+}
+
+StatusOr<store::Object> GetVolume(store::Store& st, const std::string& volume_id) {
+  return GetRecord(st, api::kKindVolume, volume_id, "volume " + volume_id + " does not exist");
 }
 
 }  // namespace
@@ -104,11 +98,7 @@ StatusOr<CreateParams> ParseCreateParameters(
   out.pool = get("pool");
   if (out.pool.empty()) return InvalidArgument("parameters.pool is required");
   RETURN_IF_ERROR(validate::PoolName("parameters.pool", out.pool));
-  out.protocol = get("protocol");
-  if (out.protocol != "nvmeof-tcp" && out.protocol != "iscsi" && out.protocol != "nfs") {
-    return InvalidArgument("parameters.protocol \"" + out.protocol +
-                           "\" must be nvmeof-tcp, iscsi or nfs");
-  }
+  ASSIGN_OR_RETURN(out.protocol, ParseProtocol("parameters.protocol", get("protocol")));
   std::string acl = get("acl");
   if (acl.empty() || acl == "true") {
     out.acl_enabled = true;
@@ -135,7 +125,7 @@ StatusOr<CreateParams> ParseCreateParameters(
   }
   std::string ics = get("inCapsuleDataSize");
   if (!ics.empty()) {
-    if (out.protocol != "nvmeof-tcp") {
+    if (out.protocol != Protocol::kNvmeofTcp) {
       return InvalidArgument("parameters.inCapsuleDataSize applies to nvmeof-tcp only");
     }
     if (ics.size() > 9 || ics.find_first_not_of("0123456789") != std::string::npos) {
@@ -146,7 +136,7 @@ StatusOr<CreateParams> ParseCreateParameters(
   return out;
 }
 
-Status ValidateCapability(const VolumeCapability& cap, const std::string& protocol,
+Status ValidateCapability(const VolumeCapability& cap, Protocol protocol,
                           const std::string& field) {
   if (!cap.has_block() && !cap.has_mount()) {
     return InvalidArgument(field + ": access_type (block or mount) is required");
@@ -155,15 +145,15 @@ Status ValidateCapability(const VolumeCapability& cap, const std::string& protoc
   if (mode == VolumeCapability::AccessMode::UNKNOWN) {
     return InvalidArgument(field + ".access_mode is required");
   }
-  if (protocol == "nfs") {
+  if (protocol == Protocol::kNfs) {
     if (cap.has_block()) return InvalidArgument(field + ": nfs volumes cannot be block volumes");
   } else if (!IsSingleNode(mode) && mode != VolumeCapability::AccessMode::MULTI_NODE_READER_ONLY &&
              !(cap.has_block() && mode == VolumeCapability::AccessMode::MULTI_NODE_MULTI_WRITER)) {
-    return InvalidArgument(field + ": " + protocol +
+    return InvalidArgument(field + ": " + ProtocolName(protocol) +
                            " volumes are single-node (or multi-node raw block) only");
   }
   if (cap.has_mount() && !cap.mount().fs_type().empty() && cap.mount().fs_type() != "ext4" &&
-      cap.mount().fs_type() != "xfs" && protocol != "nfs") {
+      cap.mount().fs_type() != "xfs" && protocol != Protocol::kNfs) {
     return InvalidArgument(field + ".mount.fs_type \"" + cap.mount().fs_type() +
                            "\" must be ext4 or xfs");
   }
@@ -206,25 +196,24 @@ std::shared_ptr<std::mutex> CsiController::VolumeLock(const std::string& volume_
 }
 
 StatusOr<std::shared_ptr<AgentClient>> CsiController::ClientFor(const std::string& agent_ref,
-                                                                AgentRecord* record) {
-  auto obj = store_.Get(kKindAgent, agent_ref);
-  if (!obj.ok()) {
-    if (obj.status().code() == Code::kNotFound) {
-      return InvalidArgument("parameters.agent: PillarAgent \"" + agent_ref +
-                             "\" is not registered");
-    }
-    return obj.status();
+                                                                api::AgentRecord* record) {
+  auto obj = GetRecord(store_, api::kKindAgent, agent_ref,
+                       "PillarAgent \"" + agent_ref + "\" is not registered");
+  // For CreateVolume an unknown agent is a bad parameter, not a missing volume.
+  if (obj.status().code() == Code::kNotFound) {
+    return InvalidArgument("parameters.agent: " + obj.status().message());
   }
-  ASSIGN_OR_RETURN(AgentRecord rec, AgentFromJson(MetaOf(*obj), obj->spec, obj->status));
+  RETURN_IF_ERROR(obj.status());
+  ASSIGN_OR_RETURN(api::AgentRecord rec, api::LoadAgent(*obj));
   if (record != nullptr) *record = rec;
   return agents_.Client(agent_ref, {rec.address, rec.port, rec.tls_server_name});
 }
 
 StatusOr<store::Object> CsiController::MutateStatus(
-    const std::string& volume_id, const std::function<Status(VolumeStatus&)>& mutate) {
+    const std::string& volume_id, const std::function<Status(api::VolumeStatus&)>& mutate) {
   for (int attempt = 0; attempt < 10; ++attempt) {
-    ASSIGN_OR_RETURN(store::Object obj, store_.Get(kKindVolume, volume_id));
-    ASSIGN_OR_RETURN(VolumeStatus status, VolumeStatusFromJson(obj.status));
+    ASSIGN_OR_RETURN(store::Object obj, store_.Get(api::kKindVolume, volume_id));
+    ASSIGN_OR_RETURN(api::VolumeStatus status, api::VolumeStatusFromJson(obj.status));
     RETURN_IF_ERROR(mutate(status));
     // Merge into the raw status so fields this code does not model survive.
     nlohmann::json next = obj.status.is_object() ? obj.status : nlohmann::json::object();
@@ -245,8 +234,7 @@ grpc::Status CsiController::CreateVolume(grpc::ServerContext*,
   return Reply(DoCreate(*req, resp->mutable_volume()));
 }
 
-Status CsiController::DoCreate(const csi::v1::CreateVolumeRequest& req, csi::v1::Volume* out) {
-  RETURN_IF_ERROR(RequireLeader());
+StatusOr<CreatePlan> ParseCreateRequest(const csi::v1::CreateVolumeRequest& req) {
   if (req.name().empty()) return InvalidArgument("name is required");
   RETURN_IF_ERROR(validate::VolumeName("name", req.name()));
   RETURN_IF_ERROR(validate::ObjectName("name", req.name()));
@@ -256,35 +244,44 @@ Status CsiController::DoCreate(const csi::v1::CreateVolumeRequest& req, csi::v1:
   if (req.has_volume_content_source()) {
     return InvalidArgument("volume_content_source: snapshots and clones are not supported");
   }
-  ASSIGN_OR_RETURN(CreateParams params, ParseCreateParameters(req.parameters()));
-  std::string access_type;
+  CreatePlan plan;
+  ASSIGN_OR_RETURN(plan.params, ParseCreateParameters(req.parameters()));
+  CreateParams& params = plan.params;
   for (int i = 0; i < req.volume_capabilities_size(); ++i) {
     const auto& cap = req.volume_capabilities(i);
     RETURN_IF_ERROR(
         ValidateCapability(cap, params.protocol, "volume_capabilities[" + std::to_string(i) + "]"));
     std::string t = cap.has_block() ? "block" : "mount";
-    if (!access_type.empty() && access_type != t) {
+    if (!plan.access_type.empty() && plan.access_type != t) {
       return InvalidArgument("volume_capabilities mix block and mount access");
     }
-    access_type = t;
+    plan.access_type = t;
     if (cap.has_mount() && !cap.mount().fs_type().empty() && params.fs_type.empty()) {
       params.fs_type = cap.mount().fs_type();
     }
   }
-  if (access_type == "mount" && params.protocol != "nfs" && params.fs_type.empty()) {
+  if (plan.access_type == "mount" && params.protocol != Protocol::kNfs && params.fs_type.empty()) {
     params.fs_type = "ext4";
   }
-  ASSIGN_OR_RETURN(int64_t size, PickSize(req.capacity_range()));
+  ASSIGN_OR_RETURN(plan.size_bytes, PickSize(req.capacity_range()));
+  for (const auto& [k, v] : req.parameters()) plan.recorded_parameters[k] = v;
+  return plan;
+}
 
-  nlohmann::json recorded = nlohmann::json::object();
-  for (const auto& [k, v] : req.parameters()) recorded[k] = v;
+Status CsiController::DoCreate(const csi::v1::CreateVolumeRequest& req, csi::v1::Volume* out) {
+  RETURN_IF_ERROR(RequireLeader());
+  ASSIGN_OR_RETURN(CreatePlan plan, ParseCreateRequest(req));
+  const CreateParams& params = plan.params;
+  const std::string& access_type = plan.access_type;
+  const nlohmann::json& recorded = plan.recorded_parameters;
+  const int64_t size = plan.size_bytes;
 
   auto lock = VolumeLock(req.name());
   std::lock_guard<std::mutex> guard(*lock);
-  AgentRecord agent_rec;
+  api::AgentRecord agent_rec;
   ASSIGN_OR_RETURN(auto client, ClientFor(params.agent_ref, &agent_rec));
 
-  VolumeSpec spec;
+  api::VolumeSpec spec;
   spec.volume_id = req.name();
   spec.agent_ref = params.agent_ref;
   spec.agent_volume_id = params.pool + "/" + req.name();
@@ -294,10 +291,10 @@ Status CsiController::DoCreate(const csi::v1::CreateVolumeRequest& req, csi::v1:
   spec.fs_type = params.fs_type;
   spec.parameters = recorded;
 
-  auto existing = store_.Get(kKindVolume, req.name());
+  auto existing = store_.Get(api::kKindVolume, req.name());
   store::Object obj;
   if (existing.ok()) {
-    ASSIGN_OR_RETURN(VolumeState have, Load(*existing));
+    ASSIGN_OR_RETURN(api::VolumeState have, api::LoadVolume(*existing));
     if (have.spec.parameters != recorded || have.spec.access_type != access_type) {
       return AlreadyExists("volume " + req.name() +
                            " exists with different parameters or access type");
@@ -317,14 +314,14 @@ Status CsiController::DoCreate(const csi::v1::CreateVolumeRequest& req, csi::v1:
   } else if (existing.status().code() == Code::kNotFound) {
     // Record the intent first, exportSpec included: it is the only source an
     // export is ever rebuilt from.
-    VolumeStatus status;
+    api::VolumeStatus status;
     status.export_spec =
-        ExportSpec{params.bind_address.empty() ? agent_rec.address : params.bind_address,
-                   params.port, params.acl_enabled, params.in_capsule_data_size};
+        api::ExportSpec{params.bind_address.empty() ? agent_rec.address : params.bind_address,
+                        params.port, params.acl_enabled, params.in_capsule_data_size};
     RETURN_IF_ERROR(
         validate::IpAddress("bindAddress (PillarAgent address)", status.export_spec->bind_address));
     store::Object fresh;
-    fresh.kind = kKindVolume;
+    fresh.kind = api::kKindVolume;
     fresh.name = req.name();
     fresh.spec = ToJson(spec);
     fresh.status = ToJson(status);
@@ -337,12 +334,13 @@ Status CsiController::DoCreate(const csi::v1::CreateVolumeRequest& req, csi::v1:
   creq.set_pool(params.pool);
   creq.set_name(req.name());
   creq.set_size_bytes(spec.capacity_bytes);
-  creq.set_mode(params.protocol == "nfs" ? av1::VOLUME_MODE_FILESYSTEM : av1::VOLUME_MODE_BLOCK);
+  creq.set_mode(params.protocol == Protocol::kNfs ? av1::VOLUME_MODE_FILESYSTEM
+                                                  : av1::VOLUME_MODE_BLOCK);
   creq.set_volume_uid(obj.uid);
   for (const auto& [k, v] : params.backend_params) (*creq.mutable_parameters())[k] = v;
   ASSIGN_OR_RETURN(auto created, client->CreateVolume(creq));
   int64_t actual_size = created.volume().size_bytes();
-  ASSIGN_OR_RETURN(obj, MutateStatus(req.name(), [&](VolumeStatus& s) {
+  ASSIGN_OR_RETURN(obj, MutateStatus(req.name(), [&](api::VolumeStatus& s) {
                      s.capacity_bytes = actual_size;
                      return Status::Ok();
                    }));
@@ -351,13 +349,13 @@ Status CsiController::DoCreate(const csi::v1::CreateVolumeRequest& req, csi::v1:
     return Unavailable("volume " + req.name() + " was created but its export is not ready: " +
                        outcome.condition.reason + ": " + outcome.condition.message);
   }
-  ASSIGN_OR_RETURN(obj, store_.Get(kKindVolume, req.name()));
-  ASSIGN_OR_RETURN(VolumeState v, Load(obj));
+  ASSIGN_OR_RETURN(obj, store_.Get(api::kKindVolume, req.name()));
+  ASSIGN_OR_RETURN(api::VolumeState v, api::LoadVolume(obj));
   FillVolume(v, out);
   log::Info("volume created", {{"volume", req.name()},
                                {"agent", spec.agent_ref},
                                {"sizeBytes", actual_size},
-                               {"protocol", spec.protocol}});
+                               {"protocol", ProtocolName(spec.protocol)}});
   return Status::Ok();
 }
 
@@ -372,31 +370,26 @@ Status CsiController::DoDelete(const std::string& volume_id) {
   if (volume_id.empty()) return InvalidArgument("volume_id is required");
   auto lock = VolumeLock(volume_id);
   std::lock_guard<std::mutex> guard(*lock);
-  auto obj = store_.Get(kKindVolume, volume_id);
-  if (!obj.ok()) {
-    if (obj.status().code() == Code::kNotFound || obj.status().code() == Code::kInvalidArgument) {
-      return Status::Ok();  // never existed or already gone
-    }
-    return obj.status();
-  }
-  ASSIGN_OR_RETURN(VolumeState v, Load(*obj));
+  auto obj = GetVolume(store_, volume_id);
+  if (obj.status().code() == Code::kNotFound) return Status::Ok();  // never existed or gone
+  RETURN_IF_ERROR(obj.status());
+  ASSIGN_OR_RETURN(api::VolumeState v, api::LoadVolume(*obj));
   for (const auto& n : v.status.published_nodes) {
     if (!n.revoking) {
       return FailedPrecondition("volume " + volume_id + " is still published to node " + n.node_id);
     }
   }
   // From here the reconciler leaves the volume alone.
-  ASSIGN_OR_RETURN(store::Object marked, MutateStatus(volume_id, [](VolumeStatus& s) {
+  ASSIGN_OR_RETURN(store::Object marked, MutateStatus(volume_id, [](api::VolumeStatus& s) {
                      s.deleting = true;
                      s.publication_generation++;
                      return Status::Ok();
                    }));
-  ASSIGN_OR_RETURN(VolumeState cur, Load(marked));
+  ASSIGN_OR_RETURN(api::VolumeState cur, api::LoadVolume(marked));
   ASSIGN_OR_RETURN(auto client, ClientFor(v.spec.agent_ref));
-  ASSIGN_OR_RETURN(av1::Protocol protocol, ProtocolFromString(v.spec.protocol));
   av1::UnexportVolumeRequest ureq;
   ureq.set_agent_volume_id(v.spec.agent_volume_id);
-  ureq.set_protocol(protocol);
+  ureq.set_protocol(ToProto(v.spec.protocol));
   ureq.mutable_fence()->set_volume_uid(cur.meta.uid);
   ureq.mutable_fence()->set_publication_generation(cur.status.publication_generation);
   auto unexported = client->UnexportVolume(ureq);
@@ -410,7 +403,7 @@ Status CsiController::DoDelete(const std::string& volume_id) {
   if (!deleted.ok() && deleted.code() != Code::kNotFound) {
     return deleted.Annotate("delete backend volume of " + volume_id);
   }
-  Status s = store_.Delete(kKindVolume, volume_id, {cur.meta.uid, std::nullopt});
+  Status s = store_.Delete(api::kKindVolume, volume_id, {cur.meta.uid, std::nullopt});
   if (!s.ok() && s.code() != Code::kNotFound) return s;
   log::Info("volume deleted", {{"volume", volume_id}});
   return Status::Ok();
@@ -431,7 +424,7 @@ Status CsiController::DoPublish(const csi::v1::ControllerPublishVolumeRequest& r
   auto lock = VolumeLock(req.volume_id());
   std::lock_guard<std::mutex> guard(*lock);
   ASSIGN_OR_RETURN(store::Object obj, GetVolume(store_, req.volume_id()));
-  ASSIGN_OR_RETURN(VolumeState v, Load(obj));
+  ASSIGN_OR_RETURN(api::VolumeState v, api::LoadVolume(obj));
   if (v.status.deleting)
     return FailedPrecondition("volume " + req.volume_id() + " is being deleted");
   RETURN_IF_ERROR(
@@ -441,14 +434,11 @@ Status CsiController::DoPublish(const csi::v1::ControllerPublishVolumeRequest& r
     return InvalidArgument("volume_capability: volume " + req.volume_id() + " was created for " +
                            v.spec.access_type + " access");
   }
-  auto node = store_.Get(kKindNode, req.node_id());
-  if (!node.ok()) {
-    return node.status().code() == Code::kNotFound || node.status().code() == Code::kInvalidArgument
-               ? NotFound("node " + req.node_id() + " is not registered (no PillarNode)")
-               : node.status();
-  }
+  RETURN_IF_ERROR(GetRecord(store_, api::kKindNode, req.node_id(),
+                            "node " + req.node_id() + " is not registered (no PillarNode)")
+                      .status());
   bool single = IsSingleNode(req.volume_capability().access_mode().mode());
-  ASSIGN_OR_RETURN(store::Object written, MutateStatus(req.volume_id(), [&](VolumeStatus& s) {
+  ASSIGN_OR_RETURN(store::Object written, MutateStatus(req.volume_id(), [&](api::VolumeStatus& s) {
                      bool present = false;
                      for (auto& n : s.published_nodes) {
                        if (n.node_id == req.node_id()) {
@@ -472,15 +462,15 @@ Status CsiController::DoPublish(const csi::v1::ControllerPublishVolumeRequest& r
   (void)written;
   ASSIGN_OR_RETURN(ReconcileOutcome outcome, reconciler_.ReconcileNow(req.volume_id()));
   if (outcome.condition.status != "True") {
-    Code code = outcome.condition.reason == std::string(kReasonAgentUnavailable)
+    Code code = outcome.condition.reason == std::string(api::kReasonAgentUnavailable)
                     ? Code::kUnavailable
                     : Code::kInternal;
     return {code, "publish of " + req.volume_id() + " to " + req.node_id() +
                       " is recorded but not yet applied: " + outcome.condition.reason + ": " +
                       outcome.condition.message};
   }
-  ASSIGN_OR_RETURN(store::Object now, store_.Get(kKindVolume, req.volume_id()));
-  ASSIGN_OR_RETURN(VolumeState cur, Load(now));
+  ASSIGN_OR_RETURN(store::Object now, store_.Get(api::kKindVolume, req.volume_id()));
+  ASSIGN_OR_RETURN(api::VolumeState cur, api::LoadVolume(now));
   FillContext(cur, resp->mutable_publish_context());
   if (req.readonly()) (*resp->mutable_publish_context())["readonly"] = "true";
   log::Info("volume published", {{"volume", req.volume_id()},
@@ -500,21 +490,18 @@ Status CsiController::DoUnpublish(const std::string& volume_id, const std::strin
   if (volume_id.empty()) return InvalidArgument("volume_id is required");
   auto lock = VolumeLock(volume_id);
   std::lock_guard<std::mutex> guard(*lock);
-  auto obj = store_.Get(kKindVolume, volume_id);
-  if (!obj.ok()) {
-    if (obj.status().code() == Code::kNotFound || obj.status().code() == Code::kInvalidArgument) {
-      return Status::Ok();  // nothing is published from a volume that does not exist
-    }
-    return obj.status();
-  }
-  ASSIGN_OR_RETURN(VolumeState v, Load(*obj));
+  auto obj = GetVolume(store_, volume_id);
+  // Nothing is published from a volume that does not exist.
+  if (obj.status().code() == Code::kNotFound) return Status::Ok();
+  RETURN_IF_ERROR(obj.status());
+  ASSIGN_OR_RETURN(api::VolumeState v, api::LoadVolume(*obj));
   std::vector<std::string> targets;
   for (const auto& n : v.status.published_nodes) {
     if (node_id.empty() || n.node_id == node_id) targets.push_back(n.node_id);
   }
   for (const auto& target : targets) {
     // Phase 1: revoking. Only this node's entry leaves the desired ACL.
-    RETURN_IF_ERROR(MutateStatus(volume_id, [&](VolumeStatus& s) {
+    RETURN_IF_ERROR(MutateStatus(volume_id, [&](api::VolumeStatus& s) {
                       for (auto& n : s.published_nodes) {
                         if (n.node_id == target && !n.revoking) {
                           n.revoking = true;
@@ -525,9 +512,9 @@ Status CsiController::DoUnpublish(const std::string& volume_id, const std::strin
                     }).status());
     ASSIGN_OR_RETURN(ReconcileOutcome outcome, reconciler_.ReconcileNow(volume_id));
     bool confirmed = outcome.condition.status == "True" ||
-                     outcome.condition.reason == std::string(kReasonExportSpecMissing);
+                     outcome.condition.reason == std::string(api::kReasonExportSpecMissing);
     if (!confirmed) {
-      Code code = outcome.condition.reason == std::string(kReasonAgentUnavailable)
+      Code code = outcome.condition.reason == std::string(api::kReasonAgentUnavailable)
                       ? Code::kUnavailable
                       : Code::kInternal;
       return {code, "unpublish of " + volume_id + " from " + target +
@@ -535,11 +522,11 @@ Status CsiController::DoUnpublish(const std::string& volume_id, const std::strin
                         outcome.condition.reason + ": " + outcome.condition.message};
     }
     // Phase 2: confirmed gone from the target; drop the publication.
-    RETURN_IF_ERROR(MutateStatus(volume_id, [&](VolumeStatus& s) {
+    RETURN_IF_ERROR(MutateStatus(volume_id, [&](api::VolumeStatus& s) {
                       auto& list = s.published_nodes;
                       auto it = std::remove_if(
                           list.begin(), list.end(),
-                          [&](const PublishedNode& n) { return n.node_id == target; });
+                          [&](const api::PublishedNode& n) { return n.node_id == target; });
                       if (it != list.end()) {
                         list.erase(it, list.end());
                         s.publication_generation++;
@@ -563,7 +550,7 @@ grpc::Status CsiController::ValidateVolumeCapabilities(
   }
   auto obj = GetVolume(store_, req->volume_id());
   if (!obj.ok()) return Reply(obj.status());
-  auto v = Load(*obj);
+  auto v = api::LoadVolume(*obj);
   if (!v.ok()) return Reply(v.status());
   for (int i = 0; i < req->volume_capabilities_size(); ++i) {
     const auto& cap = req->volume_capabilities(i);
@@ -589,7 +576,7 @@ grpc::Status CsiController::ListVolumes(grpc::ServerContext*,
                                         const csi::v1::ListVolumesRequest* req,
                                         csi::v1::ListVolumesResponse* resp) {
   if (req->max_entries() < 0) return Reply(InvalidArgument("max_entries must be >= 0"));
-  auto list = store_.List(kKindVolume);
+  auto list = store_.List(api::kKindVolume);
   if (!list.ok()) return Reply(list.status());
   const auto& items = list->items;  // sorted by name
   size_t start = 0;
@@ -605,14 +592,14 @@ grpc::Status CsiController::ListVolumes(grpc::ServerContext*,
   size_t limit = req->max_entries() > 0 ? static_cast<size_t>(req->max_entries()) : items.size();
   size_t i = start;
   for (; i < items.size() && resp->entries_size() < static_cast<int>(limit); ++i) {
-    auto v = Load(items[i]);
+    auto v = api::LoadVolume(items[i]);
     if (!v.ok()) continue;
     auto* e = resp->add_entries();
     FillVolume(*v, e->mutable_volume());
     for (const auto& n : v->status.published_nodes) {
       if (!n.revoking) e->mutable_status()->add_published_node_ids(n.node_id);
     }
-    const Condition* c = FindCondition(v->status.conditions, kCondExportReconciled);
+    const api::Condition* c = api::FindCondition(v->status.conditions, api::kCondExportReconciled);
     if (c != nullptr) {
       e->mutable_status()->mutable_volume_condition()->set_abnormal(c->status != "True");
       e->mutable_status()->mutable_volume_condition()->set_message(c->reason + ": " + c->message);
@@ -628,13 +615,13 @@ grpc::Status CsiController::ControllerGetVolume(grpc::ServerContext*,
   if (req->volume_id().empty()) return Reply(InvalidArgument("volume_id is required"));
   auto obj = GetVolume(store_, req->volume_id());
   if (!obj.ok()) return Reply(obj.status());
-  auto v = Load(*obj);
+  auto v = api::LoadVolume(*obj);
   if (!v.ok()) return Reply(v.status());
   FillVolume(*v, resp->mutable_volume());
   for (const auto& n : v->status.published_nodes) {
     if (!n.revoking) resp->mutable_status()->add_published_node_ids(n.node_id);
   }
-  const Condition* c = FindCondition(v->status.conditions, kCondExportReconciled);
+  const api::Condition* c = api::FindCondition(v->status.conditions, api::kCondExportReconciled);
   auto* vc = resp->mutable_status()->mutable_volume_condition();
   vc->set_abnormal(c == nullptr || c->status != "True");
   vc->set_message(c == nullptr ? "not reconciled yet" : c->reason + ": " + c->message);
@@ -691,7 +678,7 @@ Status CsiController::DoExpand(const csi::v1::ControllerExpandVolumeRequest& req
   auto lock = VolumeLock(req.volume_id());
   std::lock_guard<std::mutex> guard(*lock);
   ASSIGN_OR_RETURN(store::Object obj, GetVolume(store_, req.volume_id()));
-  ASSIGN_OR_RETURN(VolumeState v, Load(obj));
+  ASSIGN_OR_RETURN(api::VolumeState v, api::LoadVolume(obj));
   ASSIGN_OR_RETURN(auto client, ClientFor(v.spec.agent_ref));
   int64_t have = std::max(v.status.capacity_bytes, v.spec.capacity_bytes);
   int64_t actual = have;
@@ -701,13 +688,14 @@ Status CsiController::DoExpand(const csi::v1::ControllerExpandVolumeRequest& req
     ereq.set_size_bytes(size);
     ASSIGN_OR_RETURN(auto expanded, client->ExpandVolume(ereq));
     actual = expanded.volume().size_bytes();
-    RETURN_IF_ERROR(MutateStatus(req.volume_id(), [&](VolumeStatus& s) {
+    RETURN_IF_ERROR(MutateStatus(req.volume_id(), [&](api::VolumeStatus& s) {
                       s.capacity_bytes = actual;
                       return Status::Ok();
                     }).status());
   }
   resp->set_capacity_bytes(actual);
-  resp->set_node_expansion_required(v.spec.access_type == "mount" && v.spec.protocol != "nfs");
+  resp->set_node_expansion_required(v.spec.access_type == "mount" &&
+                                    v.spec.protocol != Protocol::kNfs);
   return Status::Ok();
 }
 

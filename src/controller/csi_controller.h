@@ -87,9 +87,9 @@ class CsiController final : public csi::v1::Controller::Service {
                   csi::v1::ControllerExpandVolumeResponse* resp);
   // Applies `mutate` to the pvst status with CAS retries.
   StatusOr<store::Object> MutateStatus(const std::string& volume_id,
-                                       const std::function<Status(VolumeStatus&)>& mutate);
+                                       const std::function<Status(api::VolumeStatus&)>& mutate);
   StatusOr<std::shared_ptr<AgentClient>> ClientFor(const std::string& agent_ref,
-                                                   AgentRecord* record = nullptr);
+                                                   api::AgentRecord* record = nullptr);
   std::shared_ptr<std::mutex> VolumeLock(const std::string& volume_id);
   Status RequireLeader();
 
@@ -105,7 +105,7 @@ class CsiController final : public csi::v1::Controller::Service {
 struct CreateParams {
   std::string agent_ref;
   std::string pool;
-  std::string protocol;
+  Protocol protocol = Protocol::kNvmeofTcp;
   bool acl_enabled = true;
   int64_t port = 0;
   std::string bind_address;  // empty: the agent's address
@@ -115,7 +115,18 @@ struct CreateParams {
 };
 StatusOr<CreateParams> ParseCreateParameters(
     const google::protobuf::Map<std::string, std::string>& p);
-Status ValidateCapability(const csi::v1::VolumeCapability& cap, const std::string& protocol,
+
+// A CreateVolume request checked whole before anything is recorded: its
+// parameters, the one access type of its capabilities, the size to provision
+// and the parameters as recorded in spec.parameters (for idempotency).
+struct CreatePlan {
+  CreateParams params;
+  std::string access_type;  // "block" or "mount"
+  int64_t size_bytes = 0;
+  nlohmann::json recorded_parameters = nlohmann::json::object();
+};
+StatusOr<CreatePlan> ParseCreateRequest(const csi::v1::CreateVolumeRequest& req);
+Status ValidateCapability(const csi::v1::VolumeCapability& cap, Protocol protocol,
                           const std::string& field);
 
 }  // namespace pillar::controller

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <set>
 
+#include "common/protocol_proto.h"
+
 namespace pillar::controller {
 
 namespace av1 = pillar::agent::v1;
@@ -27,31 +29,13 @@ bool SameAddress(const std::string& a, const std::string& b) {
 
 }  // namespace
 
-StatusOr<av1::Protocol> ProtocolFromString(const std::string& p) {
-  if (p == "nvmeof-tcp") return av1::PROTOCOL_NVMEOF_TCP;
-  if (p == "iscsi") return av1::PROTOCOL_ISCSI;
-  if (p == "nfs") return av1::PROTOCOL_NFS;
-  return InvalidArgument("protocol \"" + p + "\" is not one of nvmeof-tcp, iscsi, nfs");
-}
-
-int64_t DefaultPort(av1::Protocol p) {
-  switch (p) {
-    case av1::PROTOCOL_ISCSI:
-      return 3260;
-    case av1::PROTOCOL_NFS:
-      return 2049;
-    default:
-      return 4420;
-  }
-}
-
-StatusOr<DesiredExport> ComputeDesired(const VolumeState& volume, const NodeLookup& nodes) {
+StatusOr<DesiredExport> ComputeDesired(const api::VolumeState& volume, const NodeLookup& nodes) {
   if (!volume.status.export_spec) {
     return FailedPrecondition("volume " + volume.meta.name +
                               " has no status.exportSpec; refusing to guess one");
   }
   DesiredExport want;
-  ASSIGN_OR_RETURN(want.protocol, ProtocolFromString(volume.spec.protocol));
+  want.protocol = volume.spec.protocol;
   want.spec = *volume.status.export_spec;
   if (want.spec.port == 0) want.spec.port = DefaultPort(want.protocol);
   if (!want.spec.acl_enabled) return want;
@@ -59,27 +43,27 @@ StatusOr<DesiredExport> ComputeDesired(const VolumeState& volume, const NodeLook
   std::set<std::string> hosts;
   for (const auto& pub : volume.status.published_nodes) {
     if (pub.revoking) continue;
-    const NodeRecord* node = nodes(pub.node_id);
+    const api::NodeRecord* node = nodes(pub.node_id);
     if (node == nullptr) {
       return FailedPrecondition("published node " + pub.node_id + " of volume " + volume.meta.name +
                                 " has no PillarNode record");
     }
     switch (want.protocol) {
-      case av1::PROTOCOL_NVMEOF_TCP:
+      case Protocol::kNvmeofTcp:
         if (node->host_nqn.empty()) {
           return FailedPrecondition("published node " + pub.node_id +
                                     " has no registered host NQN");
         }
         hosts.insert(node->host_nqn);
         break;
-      case av1::PROTOCOL_ISCSI:
+      case Protocol::kIscsi:
         if (node->initiator_iqn.empty()) {
           return FailedPrecondition("published node " + pub.node_id +
                                     " has no registered initiator IQN");
         }
         hosts.insert(node->initiator_iqn);
         break;
-      default:
+      case Protocol::kNfs:
         if (node->ip_addresses.empty()) {
           return FailedPrecondition("published node " + pub.node_id +
                                     " has no registered IP address");
@@ -129,10 +113,24 @@ std::vector<std::string> Diff(const DesiredExport& want, const av1::Export* actu
   return out;
 }
 
-av1::ApplyExportRequest MakeApplyRequest(const VolumeState& volume, const DesiredExport& want) {
+bool FenceBehind(const api::VolumeState& volume, const av1::Export* actual) {
+  return actual == nullptr || actual->fence().volume_uid() != volume.meta.uid ||
+         actual->fence().publication_generation() < volume.status.publication_generation;
+}
+
+const char* ReasonForAgentError(const Status& s) {
+  if (s.code() == Code::kAborted) return api::kReasonStaleGeneration;
+  if (s.code() == Code::kUnavailable || s.code() == Code::kDeadlineExceeded) {
+    return api::kReasonAgentUnavailable;
+  }
+  return api::kReasonReconcileFailed;
+}
+
+av1::ApplyExportRequest MakeApplyRequest(const api::VolumeState& volume,
+                                         const DesiredExport& want) {
   av1::ApplyExportRequest req;
   req.set_agent_volume_id(volume.spec.agent_volume_id);
-  req.set_protocol(want.protocol);
+  req.set_protocol(ToProto(want.protocol));
   auto* spec = req.mutable_spec();
   spec->set_bind_address(want.spec.bind_address);
   spec->set_port(static_cast<int32_t>(want.spec.port));

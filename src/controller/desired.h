@@ -7,32 +7,40 @@
 #include <string>
 #include <vector>
 
-#include "controller/model.h"
+#include "api/types.h"
+#include "common/protocol.h"
 #include "pillar/agent/v1/agent.pb.h"
 
 namespace pillar::controller {
 
 struct DesiredExport {
-  pillar::agent::v1::Protocol protocol = pillar::agent::v1::PROTOCOL_UNSPECIFIED;
-  ExportSpec spec;                 // port resolved (0 means the protocol default)
+  Protocol protocol = Protocol::kNvmeofTcp;
+  api::ExportSpec spec;            // port resolved (0 means the protocol default)
   std::vector<std::string> hosts;  // sorted, unique; empty when ACL is off
 };
 
-StatusOr<pillar::agent::v1::Protocol> ProtocolFromString(const std::string& p);
-int64_t DefaultPort(pillar::agent::v1::Protocol p);
-
-using NodeLookup = std::function<const NodeRecord*(const std::string& node_id)>;
+using NodeLookup = std::function<const api::NodeRecord*(const std::string& node_id)>;
 
 // FAILED_PRECONDITION when there is no exportSpec (the caller reports
 // ExportSpecMissing) or when a published node cannot be resolved to an
 // identity: the ACL is then unknowable and nothing may be applied, since
 // applying a partial set would drop that node's entry.
-StatusOr<DesiredExport> ComputeDesired(const VolumeState& volume, const NodeLookup& nodes);
+StatusOr<DesiredExport> ComputeDesired(const api::VolumeState& volume, const NodeLookup& nodes);
 
 // Human-readable differences; empty when the actual export is exactly desired.
 std::vector<std::string> Diff(const DesiredExport& want, const pillar::agent::v1::Export* actual);
 
-pillar::agent::v1::ApplyExportRequest MakeApplyRequest(const VolumeState& volume,
+// True when the agent's fencing mark is not this lifecycle's current
+// publication generation (no export, another uid, an older generation): the
+// export is re-applied even when it looks right, so the mark catches up.
+bool FenceBehind(const api::VolumeState& volume, const pillar::agent::v1::Export* actual);
+
+// The ExportReconciled reason for a failed agent call: ABORTED is a fencing
+// refusal (StaleGeneration), UNAVAILABLE / DEADLINE_EXCEEDED an unreachable
+// agent (AgentUnavailable), anything else ReconcileFailed.
+const char* ReasonForAgentError(const Status& s);
+
+pillar::agent::v1::ApplyExportRequest MakeApplyRequest(const api::VolumeState& volume,
                                                        const DesiredExport& want);
 
 }  // namespace pillar::controller

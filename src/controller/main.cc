@@ -10,6 +10,7 @@
 #include <csignal>
 #include <thread>
 
+#include "api/convert.h"
 #include "common/fs.h"
 #include "common/grpc_tls.h"
 #include "common/log.h"
@@ -17,7 +18,6 @@
 #include "common/validate.h"
 #include "controller/agent_client.h"
 #include "controller/csi_controller.h"
-#include "controller/model.h"
 #include "controller/reconciler.h"
 #include "controller/registry_service.h"
 #include "store/sqlite_store.h"
@@ -78,16 +78,16 @@ Status SeedAgent(store::Store& store, const std::string& spec) {
     return InvalidArgument("--agent " + name + ": bad port \"" + port + "\"");
   }
   RETURN_IF_ERROR(validate::Port("--agent port", std::stoll(port)));
-  AgentRecord rec;
+  api::AgentRecord rec;
   rec.address = addr;
   rec.port = std::stoll(port);
   rec.tls_server_name = tls_name;
-  nlohmann::json spec_json = AgentSpecToJson(rec);
+  nlohmann::json spec_json = api::AgentSpecToJson(rec);
   for (int attempt = 0; attempt < 5; ++attempt) {
-    auto existing = store.Get(kKindAgent, name);
+    auto existing = store.Get(api::kKindAgent, name);
     if (existing.status().code() == Code::kNotFound) {
       store::Object obj;
-      obj.kind = kKindAgent;
+      obj.kind = api::kKindAgent;
       obj.name = name;
       obj.spec = spec_json;
       auto c = store.Create(obj);

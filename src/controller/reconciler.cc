@@ -3,6 +3,7 @@
 #include <random>
 
 #include "common/log.h"
+#include "common/protocol_proto.h"
 
 namespace pillar::controller {
 
@@ -14,11 +15,6 @@ constexpr const char* kVolPrefix = "v/";
 constexpr const char* kNodePrefix = "n/";
 constexpr const char* kAgentPrefix = "a/";
 
-Meta MetaOf(const store::Object& o) {
-  return {
-      o.name, o.uid, o.resource_version, o.generation, o.creation_timestamp, o.deletion_timestamp};
-}
-
 std::string Join(const std::vector<std::string>& parts, size_t limit = 5) {
   std::string out;
   for (size_t i = 0; i < parts.size() && i < limit; ++i) {
@@ -29,17 +25,16 @@ std::string Join(const std::vector<std::string>& parts, size_t limit = 5) {
   return out;
 }
 
-Condition MakeCondition(bool ok, const char* reason, std::string message, int64_t generation) {
-  return {kCondExportReconciled, ok ? "True" : "False", reason, std::move(message), "", generation};
+api::Condition MakeCondition(bool ok, const char* reason, std::string message, int64_t generation) {
+  return {api::kCondExportReconciled,
+          ok ? "True" : "False",
+          reason,
+          std::move(message),
+          "",
+          generation};
 }
 
-bool IsUnreachable(const Status& s) {
-  return s.code() == Code::kUnavailable || s.code() == Code::kDeadlineExceeded;
-}
-
-std::string ExportKey(const std::string& id, av1::Protocol p) {
-  return id + "#" + std::to_string(static_cast<int>(p));
-}
+std::string ExportKey(const std::string& id, Protocol p) { return id + "#" + ProtocolName(p); }
 
 }  // namespace
 
@@ -92,7 +87,7 @@ Status ExportReconciler::StartWatches() {
     return false;
   };
   ASSIGN_OR_RETURN(auto vw, store_.Watch(
-                                kKindVolume, rev,
+                                api::kKindVolume, rev,
                                 [this, own](const store::Event& e) {
                                   std::string key = kVolPrefix + e.object.name;
                                   if (e.type != store::EventType::kDeleted &&
@@ -105,10 +100,10 @@ Status ExportReconciler::StartWatches() {
   ASSIGN_OR_RETURN(
       auto nw,
       store_.Watch(
-          kKindNode, rev,
+          api::kKindNode, rev,
           [this](const store::Event& e) { EnqueueKey(kNodePrefix + e.object.name); }, on_error));
   ASSIGN_OR_RETURN(auto aw, store_.Watch(
-                                kKindAgent, rev,
+                                api::kKindAgent, rev,
                                 [this, own](const store::Event& e) {
                                   std::string key = kAgentPrefix + e.object.name;
                                   if (own(key, e.object.resource_version)) return;
@@ -169,7 +164,7 @@ void ExportReconciler::WorkerLoop() {
       std::string name = key.substr(2);
       auto r = Reconcile(name, std::nullopt);
       if (!r.ok() && r.status().code() == Code::kNotFound &&
-          store_.Get(kKindVolume, name).status().code() == Code::kNotFound) {
+          store_.Get(api::kKindVolume, name).status().code() == Code::kNotFound) {
         // Deleted while queued (DeleteVolume, or a retry of an earlier
         // failure): nothing left to reconcile, so no retry either.
         RecordFailure(name, false);
@@ -178,7 +173,7 @@ void ExportReconciler::WorkerLoop() {
         RecordFailure(name, true);
       } else {
         RecordFailure(name, r->condition.status != "True" &&
-                                r->condition.reason != std::string(kReasonExportSpecMissing));
+                                r->condition.reason != std::string(api::kReasonExportSpecMissing));
       }
     } else if (key.rfind(kNodePrefix, 0) == 0) {
       ExpandNode(key.substr(2));
@@ -205,7 +200,7 @@ void ExportReconciler::RecordFailure(const std::string& volume, bool failed) {
 
 void ExportReconciler::ExpandNode(const std::string& node_id) {
   // A node's identity changed: every volume published to it is recomputed.
-  auto list = store_.List(kKindVolume);
+  auto list = store_.List(api::kKindVolume);
   if (!list.ok()) return;
   for (const auto& obj : list->items) {
     const auto& nodes = obj.status.value("publishedNodes", nlohmann::json::array());
@@ -220,7 +215,7 @@ void ExportReconciler::ExpandNode(const std::string& node_id) {
 }
 
 void ExportReconciler::ExpandAgent(const std::string& agent_ref) {
-  auto list = store_.List(kKindVolume);
+  auto list = store_.List(api::kKindVolume);
   if (!list.ok()) return;
   std::vector<store::Object> mine;
   for (auto& obj : list->items) {
@@ -269,37 +264,29 @@ void ExportReconciler::EpochLoop() {
 }
 
 StatusOr<ExportReconciler::AgentView> ExportReconciler::Agent(const std::string& agent_ref) {
-  auto obj = store_.Get(kKindAgent, agent_ref);
+  auto obj = store_.Get(api::kKindAgent, agent_ref);
   if (!obj.ok()) {
     if (obj.status().code() == Code::kNotFound) {
       return FailedPrecondition("PillarAgent " + agent_ref + " is not registered");
     }
     return obj.status();
   }
-  ASSIGN_OR_RETURN(AgentRecord rec, AgentFromJson(MetaOf(*obj), obj->spec, obj->status));
+  ASSIGN_OR_RETURN(api::AgentRecord rec, api::LoadAgent(*obj));
   ASSIGN_OR_RETURN(auto client,
                    agents_.Client(agent_ref, {rec.address, rec.port, rec.tls_server_name}));
   return AgentView{std::move(rec), std::move(client)};
 }
 
-StatusOr<VolumeState> ExportReconciler::LoadVolume(const store::Object& obj) {
-  VolumeState v;
-  v.meta = MetaOf(obj);
-  ASSIGN_OR_RETURN(v.spec, VolumeSpecFromJson(obj.spec));
-  ASSIGN_OR_RETURN(v.status, VolumeStatusFromJson(obj.status));
-  return v;
-}
-
-StatusOr<bool> ExportReconciler::WriteOutcome(const store::Object& obj, const Condition& cond,
-                                              const std::optional<ExportInfo>& info) {
+StatusOr<bool> ExportReconciler::WriteOutcome(const store::Object& obj, const api::Condition& cond,
+                                              const std::optional<api::ExportInfo>& info) {
   // Only the condition and exportInfo are touched; every other status field
   // stays byte-for-byte what the operator or the CSI path wrote.
-  std::vector<Condition> conds;
+  std::vector<api::Condition> conds;
   if (obj.status.contains("conditions")) {
-    auto parsed = ConditionsFromJson(obj.status["conditions"]);
+    auto parsed = api::ConditionsFromJson(obj.status["conditions"]);
     if (parsed.ok()) conds = std::move(parsed).value();
   }
-  bool changed = SetCondition(conds, cond, FormatRfc3339(clock_.Now()));
+  bool changed = api::SetCondition(conds, cond, FormatRfc3339(clock_.Now()));
   nlohmann::json status = obj.status.is_object() ? obj.status : nlohmann::json::object();
   if (info) {
     nlohmann::json ij = {{"targetID", info->target_id},
@@ -325,8 +312,8 @@ StatusOr<ReconcileOutcome> ExportReconciler::ReconcileNow(const std::string& vol
   return Reconcile(volume, std::nullopt);
 }
 
-StatusOr<ReconcileOutcome> ExportReconciler::Reconcile(
-    const std::string& volume, const std::optional<const av1::Export*>& seen) {
+StatusOr<ReconcileOutcome> ExportReconciler::Reconcile(const std::string& volume,
+                                                       const SeenExport& seen) {
   std::shared_ptr<std::mutex> vlock;
   {
     std::lock_guard<std::mutex> lock(volume_mu_);
@@ -337,136 +324,115 @@ StatusOr<ReconcileOutcome> ExportReconciler::Reconcile(
   std::lock_guard<std::mutex> guard(*vlock);
 
   for (int attempt = 0; attempt < 5; ++attempt) {
-    auto obj = store_.Get(kKindVolume, volume);
+    auto obj = store_.Get(api::kKindVolume, volume);
     if (!obj.ok()) return obj.status();
     ReconcileOutcome out;
-    auto finish = [&](const Condition& cond,
-                      const std::optional<ExportInfo>& info) -> StatusOr<bool> {
-      out.condition = cond;
-      return WriteOutcome(*obj, cond, info);
-    };
-
-    auto parsed = LoadVolume(*obj);
-    if (!parsed.ok()) {
-      auto w = finish(MakeCondition(false, kReasonReconcileFailed,
-                                    "recorded state is malformed: " + parsed.status().message(),
-                                    obj->generation),
-                      std::nullopt);
-      if (!w.ok() && w.status().code() == Code::kAborted) continue;
-      RETURN_IF_ERROR(w.status());
-      return out;
-    }
-    VolumeState v = std::move(parsed).value();
-    if (v.meta.deletion_timestamp || v.status.deleting) return out;  // DeleteVolume owns it
-
-    if (!v.status.export_spec) {
-      auto w = finish(MakeCondition(false, kReasonExportSpecMissing,
-                                    "status.exportSpec is absent; the controller does not guess "
-                                    "an export. Record one (pillarctl repair export-spec)",
-                                    v.meta.generation),
-                      std::nullopt);
-      if (!w.ok() && w.status().code() == Code::kAborted) continue;
-      RETURN_IF_ERROR(w.status());
-      return out;
-    }
-
-    auto fail = [&](const char* reason, const std::string& msg) -> StatusOr<bool> {
-      return finish(MakeCondition(false, reason, msg, v.meta.generation), std::nullopt);
-    };
-    StatusOr<bool> written = false;
-
-    std::map<std::string, NodeRecord> nodes;
-    auto lookup = [&](const std::string& id) -> const NodeRecord* {
-      auto it = nodes.find(id);
-      if (it != nodes.end()) return &it->second;
-      auto n = store_.Get(kKindNode, id);
-      if (!n.ok()) return nullptr;
-      auto rec = NodeFromJson(MetaOf(*n), n->spec);
-      if (!rec.ok()) return nullptr;
-      return &nodes.emplace(id, std::move(rec).value()).first->second;
-    };
-    auto desired = ComputeDesired(v, lookup);
-    auto agent = Agent(v.spec.agent_ref);
-    if (!desired.ok()) {
-      written = fail(kReasonReconcileFailed, desired.status().message() + "; nothing was changed");
-    } else if (!agent.ok()) {
-      written =
-          fail(IsUnreachable(agent.status()) ? kReasonAgentUnavailable : kReasonReconcileFailed,
-               agent.status().message());
-    } else {
-      const DesiredExport& want = *desired;
-      std::optional<av1::Export> actual;
-      Status observe;
-      if (seen) {
-        if (*seen != nullptr) actual = **seen;
-      } else {
-        av1::GetExportRequest req;
-        req.set_agent_volume_id(v.spec.agent_volume_id);
-        req.set_protocol(want.protocol);
-        AcquireAgent(v.spec.agent_ref);
-        auto got = agent->client->GetExport(req);
-        ReleaseAgent(v.spec.agent_ref);
-        if (got.ok()) {
-          actual = got->export_();
-        } else if (got.status().code() != Code::kNotFound) {
-          observe = got.status();
-        }
-      }
-      if (!observe.ok()) {
-        written = fail(IsUnreachable(observe) ? kReasonAgentUnavailable : kReasonReconcileFailed,
-                       observe.message());
-      } else {
-        out.drift = Diff(want, actual ? &*actual : nullptr);
-        bool fence_behind =
-            !actual || actual->fence().volume_uid() != v.meta.uid ||
-            actual->fence().publication_generation() < v.status.publication_generation;
-        if (out.drift.empty() && !fence_behind) {
-          out.actual = actual;
-        } else {
-          AcquireAgent(v.spec.agent_ref);
-          auto applied = agent->client->ApplyExport(MakeApplyRequest(v, want));
-          ReleaseAgent(v.spec.agent_ref);
-          if (!applied.ok()) {
-            const Status& s = applied.status();
-            const char* reason = s.code() == Code::kAborted ? kReasonStaleGeneration
-                                 : IsUnreachable(s)         ? kReasonAgentUnavailable
-                                                            : kReasonReconcileFailed;
-            written = fail(reason, s.message());
-          } else {
-            out.changes.assign(applied->changes().begin(), applied->changes().end());
-            out.actual = applied->export_();
-            if (!out.changes.empty()) {
-              log::Info("export repaired", {{"volume", volume},
-                                            {"drift", out.drift},
-                                            {"changes", out.changes},
-                                            {"generation", v.status.publication_generation}});
-            }
-          }
-        }
-        if (out.actual) {
-          auto after = Diff(want, &*out.actual);
-          if (!after.empty()) {
-            written = fail(kReasonReconcileFailed,
-                           "agent still differs from the recorded intent: " + Join(after));
-          } else {
-            ExportInfo info{out.actual->target_id(), want.spec.bind_address, want.spec.port,
-                            v.spec.agent_volume_id};
-            written = finish(
-                MakeCondition(true, kReasonReconciled,
-                              "export matches the recorded intent (" +
-                                  std::to_string(want.hosts.size()) + " ACL entries, generation " +
-                                  std::to_string(v.status.publication_generation) + ")",
-                              v.meta.generation),
-                info);
-          }
-        }
-      }
-    }
+    std::optional<api::ExportInfo> info;
+    if (!Converge(*obj, seen, out, info)) return out;  // DeleteVolume owns it
+    auto written = WriteOutcome(*obj, out.condition, info);
     if (!written.ok() && written.status().code() == Code::kAborted) continue;  // CAS lost
     RETURN_IF_ERROR(written.status());
     return out;
   }
   return Aborted("volume " + volume + " kept changing during reconcile; will retry");
+}
+
+bool ExportReconciler::Converge(const store::Object& obj, const SeenExport& seen,
+                                ReconcileOutcome& out, std::optional<api::ExportInfo>& info) {
+  auto loaded = api::LoadVolume(obj);
+  if (!loaded.ok()) {
+    out.condition =
+        MakeCondition(false, api::kReasonReconcileFailed,
+                      "recorded state is malformed: " + loaded.status().message(), obj.generation);
+    return true;
+  }
+  const api::VolumeState& v = *loaded;
+  if (v.meta.deletion_timestamp || v.status.deleting) return false;
+  auto fail = [&](const char* reason, const std::string& message) {
+    out.condition = MakeCondition(false, reason, message, v.meta.generation);
+    return true;
+  };
+  if (!v.status.export_spec) {
+    return fail(api::kReasonExportSpecMissing,
+                "status.exportSpec is absent; the controller does not guess an export. Record "
+                "one (pillarctl repair export-spec)");
+  }
+
+  // Decide what the export must be, from the recorded intent only.
+  std::map<std::string, api::NodeRecord> nodes;
+  auto desired = ComputeDesired(v, [&](const std::string& id) -> const api::NodeRecord* {
+    auto it = nodes.find(id);
+    if (it != nodes.end()) return &it->second;
+    auto n = store_.Get(api::kKindNode, id);
+    if (!n.ok()) return nullptr;
+    auto rec = api::LoadNode(*n);
+    if (!rec.ok()) return nullptr;
+    return &nodes.emplace(id, std::move(rec).value()).first->second;
+  });
+  if (!desired.ok()) {
+    return fail(api::kReasonReconcileFailed, desired.status().message() + "; nothing was changed");
+  }
+  const DesiredExport& want = *desired;
+  auto agent = Agent(v.spec.agent_ref);
+  if (!agent.ok()) return fail(ReasonForAgentError(agent.status()), agent.status().message());
+
+  // Observe what the agent has (or take what a resync's ListExports saw).
+  auto actual = Observe(v, want, *agent->client, seen);
+  if (!actual.ok()) return fail(ReasonForAgentError(actual.status()), actual.status().message());
+  out.drift = Diff(want, *actual ? &**actual : nullptr);
+
+  // Apply only when something differs or the agent's fence is behind.
+  if (!out.drift.empty() || FenceBehind(v, *actual ? &**actual : nullptr)) {
+    AcquireAgent(v.spec.agent_ref);
+    auto applied = agent->client->ApplyExport(MakeApplyRequest(v, want));
+    ReleaseAgent(v.spec.agent_ref);
+    if (!applied.ok()) {
+      return fail(ReasonForAgentError(applied.status()), applied.status().message());
+    }
+    out.changes.assign(applied->changes().begin(), applied->changes().end());
+    *actual = applied->export_();
+    if (!out.changes.empty()) {
+      log::Info("export repaired", {{"volume", v.meta.name},
+                                    {"drift", out.drift},
+                                    {"changes", out.changes},
+                                    {"generation", v.status.publication_generation}});
+    }
+  }
+  out.actual = *actual;
+
+  // Verify: Reconciled only when the agent now has exactly the recorded intent.
+  auto after = Diff(want, &*out.actual);
+  if (!after.empty()) {
+    return fail(api::kReasonReconcileFailed,
+                "agent still differs from the recorded intent: " + Join(after));
+  }
+  info = api::ExportInfo{out.actual->target_id(), want.spec.bind_address, want.spec.port,
+                         v.spec.agent_volume_id};
+  out.condition = MakeCondition(
+      true, api::kReasonReconciled,
+      "export matches the recorded intent (" + std::to_string(want.hosts.size()) +
+          " ACL entries, generation " + std::to_string(v.status.publication_generation) + ")",
+      v.meta.generation);
+  return true;
+}
+
+StatusOr<std::optional<av1::Export>> ExportReconciler::Observe(const api::VolumeState& v,
+                                                               const DesiredExport& want,
+                                                               AgentClient& client,
+                                                               const SeenExport& seen) {
+  if (seen) {
+    if (*seen == nullptr) return std::optional<av1::Export>();
+    return std::optional<av1::Export>(**seen);
+  }
+  av1::GetExportRequest req;
+  req.set_agent_volume_id(v.spec.agent_volume_id);
+  req.set_protocol(ToProto(want.protocol));
+  AcquireAgent(v.spec.agent_ref);
+  auto got = client.GetExport(req);
+  ReleaseAgent(v.spec.agent_ref);
+  if (got.ok()) return std::optional<av1::Export>(got->export_());
+  if (got.status().code() == Code::kNotFound) return std::optional<av1::Export>();
+  return got.status();
 }
 
 void ExportReconciler::ResyncAgent(const std::string& agent_ref,
@@ -482,7 +448,8 @@ void ExportReconciler::ResyncAgent(const std::string& agent_ref,
     stats.agent_calls++;
     if (list.ok()) {
       for (auto& e : *list->mutable_exports()) {
-        by_key[ExportKey(e.agent_volume_id(), e.protocol())] = std::move(e);
+        auto p = FromProto("export.protocol", e.protocol());
+        if (p.ok()) by_key[ExportKey(e.agent_volume_id(), *p)] = std::move(e);
       }
     } else {
       list_status = list.status();
@@ -494,20 +461,19 @@ void ExportReconciler::ResyncAgent(const std::string& agent_ref,
     stats.volumes++;
     if (!list_status.ok()) {
       // Every volume of an unreachable agent says so; one call decided it.
-      auto v = LoadVolume(obj);
+      auto v = api::LoadVolume(obj);
       if (!v.ok() || !v->status.export_spec || v->status.deleting || v->meta.deletion_timestamp) {
         EnqueueVolume(obj.name);
         continue;
       }
-      Condition c = MakeCondition(
-          false, IsUnreachable(list_status) ? kReasonAgentUnavailable : kReasonReconcileFailed,
-          list_status.message(), obj.generation);
+      api::Condition c = MakeCondition(false, ReasonForAgentError(list_status),
+                                       list_status.message(), obj.generation);
       auto w = WriteOutcome(obj, c, std::nullopt);
       if (w.ok() && *w) stats.status_writes++;
       EnqueueKey(kVolPrefix + obj.name, options_.backoff_base);
       continue;
     }
-    auto proto = ProtocolFromString(obj.spec.value("protocol", ""));
+    auto proto = ParseProtocol("spec.protocol", obj.spec.value("protocol", ""));
     std::string id = obj.spec.value("agentVolumeID", "");
     const av1::Export* seen = nullptr;
     if (proto.ok()) {
@@ -522,16 +488,16 @@ void ExportReconciler::ResyncAgent(const std::string& agent_ref,
     }
     if (!r->drift.empty()) stats.drifted++;
     if (!r->changes.empty() || !r->drift.empty()) stats.agent_calls++;
-    auto now = store_.Get(kKindVolume, obj.name);
+    auto now = store_.Get(api::kKindVolume, obj.name);
     if (now.ok() && now->resource_version != rv_before) stats.status_writes++;
     RecordFailure(obj.name, r->condition.status == "False" &&
-                                r->condition.reason != std::string(kReasonExportSpecMissing));
+                                r->condition.reason != std::string(api::kReasonExportSpecMissing));
   }
 }
 
 ResyncStats ExportReconciler::ResyncAll() {
   ResyncStats stats;
-  auto list = store_.List(kKindVolume);
+  auto list = store_.List(api::kKindVolume);
   if (!list.ok()) {
     log::Warn("resync: cannot list volumes", {{"error", list.status().ToString()}});
     return stats;
@@ -545,10 +511,10 @@ ResyncStats ExportReconciler::ResyncAll() {
 }
 
 void ExportReconciler::PollEpochs() {
-  auto list = store_.List(kKindAgent);
+  auto list = store_.List(api::kKindAgent);
   if (!list.ok()) return;
   for (const auto& obj : list->items) {
-    auto rec = AgentFromJson(MetaOf(obj), obj.spec, obj.status);
+    auto rec = api::LoadAgent(obj);
     if (!rec.ok()) continue;
     auto client = agents_.Client(obj.name, {rec->address, rec->port, rec->tls_server_name});
     Status reach;
@@ -563,20 +529,20 @@ void ExportReconciler::PollEpochs() {
     } else {
       reach = client.status();
     }
-    std::vector<Condition> conds = rec->conditions;
-    bool changed =
-        SetCondition(conds,
-                     {kCondAgentConnected, reach.ok() ? "True" : "False",
-                      reach.ok() ? "Connected" : "Unreachable",
-                      reach.ok() ? "agent answered GetInfo" : reach.message(), "", obj.generation},
-                     FormatRfc3339(clock_.Now()));
+    std::vector<api::Condition> conds = rec->conditions;
+    bool changed = api::SetCondition(
+        conds,
+        {api::kCondAgentConnected, reach.ok() ? "True" : "False",
+         reach.ok() ? "Connected" : "Unreachable",
+         reach.ok() ? "agent answered GetInfo" : reach.message(), "", obj.generation},
+        FormatRfc3339(clock_.Now()));
     bool epoch_changed = reach.ok() && epoch != rec->boot_epoch;
     std::string previous_epoch = rec->boot_epoch;
     if (changed || epoch_changed) {
       store::Object next = obj;
       rec->conditions = conds;
       rec->boot_epoch = epoch;
-      next.status = AgentStatusToJson(*rec);
+      next.status = api::AgentStatusToJson(*rec);
       auto w = store_.UpdateStatus(next);
       if (w.ok()) {
         std::lock_guard<std::mutex> lock(mu_);

@@ -1,5 +1,5 @@
 // The export reconciler: level-triggered convergence of every volume's kernel
-// export to its recorded intent (DESIGN.md, "The export reconciler").
+// export to its recorded intent (docs/architecture.md, "The export reconciler").
 #pragma once
 
 #include <atomic>
@@ -15,10 +15,10 @@
 #include <thread>
 #include <vector>
 
+#include "api/convert.h"
 #include "common/clock.h"
 #include "controller/agent_client.h"
 #include "controller/desired.h"
-#include "controller/model.h"
 #include "store/store.h"
 
 namespace pillar::controller {
@@ -34,7 +34,7 @@ struct ReconcilerOptions {
 };
 
 struct ReconcileOutcome {
-  Condition condition;               // the ExportReconciled condition written
+  api::Condition condition;          // the ExportReconciled condition written
   std::vector<std::string> drift;    // what differed before the pass
   std::vector<std::string> changes;  // what the agent changed
   std::optional<pillar::agent::v1::Export> actual;
@@ -75,17 +75,29 @@ class ExportReconciler {
 
  private:
   struct AgentView {
-    AgentRecord record;
+    api::AgentRecord record;
     std::shared_ptr<AgentClient> client;
   };
 
-  StatusOr<ReconcileOutcome> Reconcile(const std::string& volume,
-                                       const std::optional<const pillar::agent::v1::Export*>& seen);
+  // What a resync's ListExports saw for one volume (nullptr: no export);
+  // nullopt: ask the agent.
+  using SeenExport = std::optional<const pillar::agent::v1::Export*>;
+
+  // One pass for one volume: converge, then record the condition (CAS-retried).
+  StatusOr<ReconcileOutcome> Reconcile(const std::string& volume, const SeenExport& seen);
+  // Observe, decide, apply and verify; fills out.condition (and `info` when
+  // reconciled). False when the volume is being deleted: nothing to record.
+  bool Converge(const store::Object& obj, const SeenExport& seen, ReconcileOutcome& out,
+                std::optional<api::ExportInfo>& info);
+  // The agent's export of the volume; nullopt when it has none.
+  StatusOr<std::optional<pillar::agent::v1::Export>> Observe(const api::VolumeState& v,
+                                                             const DesiredExport& want,
+                                                             AgentClient& client,
+                                                             const SeenExport& seen);
   StatusOr<AgentView> Agent(const std::string& agent_ref);
-  StatusOr<VolumeState> LoadVolume(const store::Object& obj);
   // Writes the condition (and exportInfo when reconciled) unless unchanged.
-  StatusOr<bool> WriteOutcome(const store::Object& obj, const Condition& cond,
-                              const std::optional<ExportInfo>& info);
+  StatusOr<bool> WriteOutcome(const store::Object& obj, const api::Condition& cond,
+                              const std::optional<api::ExportInfo>& info);
   void ResyncAgent(const std::string& agent_ref, const std::vector<store::Object>& volumes,
                    ResyncStats& stats);
   void EnqueueKey(const std::string& key, std::chrono::milliseconds delay = {});

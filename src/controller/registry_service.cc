@@ -4,10 +4,10 @@
 
 #include <algorithm>
 
+#include "api/convert.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
 #include "common/validate.h"
-#include "controller/model.h"
 
 namespace pillar::controller {
 
@@ -48,7 +48,7 @@ std::string CanonicalIp(const std::string& ip) {
 StatusOr<std::pair<bool, int64_t>> RegisterNodeIdentity(store::Store& store, Clock& clock,
                                                         const rv1::NodeIdentity& id) {
   RETURN_IF_ERROR(ValidateIdentity(id));
-  NodeRecord want;
+  api::NodeRecord want;
   want.node_id = id.node_id();
   want.host_nqn = id.host_nqn();
   want.initiator_iqn = id.initiator_iqn();
@@ -61,12 +61,12 @@ StatusOr<std::pair<bool, int64_t>> RegisterNodeIdentity(store::Store& store, Clo
   want.last_seen = FormatRfc3339(now);
 
   for (int attempt = 0; attempt < 5; ++attempt) {
-    auto existing = store.Get(kKindNode, id.node_id());
+    auto existing = store.Get(api::kKindNode, id.node_id());
     if (existing.status().code() == Code::kNotFound) {
       store::Object obj;
-      obj.kind = kKindNode;
+      obj.kind = api::kKindNode;
       obj.name = id.node_id();
-      obj.spec = NodeSpecToJson(want);
+      obj.spec = api::NodeSpecToJson(want);
       auto created = store.Create(obj);
       if (created.status().code() == Code::kAlreadyExists) continue;
       if (!created.ok()) return created.status();
@@ -74,13 +74,7 @@ StatusOr<std::pair<bool, int64_t>> RegisterNodeIdentity(store::Store& store, Clo
       return std::make_pair(true, created->resource_version);
     }
     if (!existing.ok()) return existing.status();
-    Meta meta{existing->name,
-              existing->uid,
-              existing->resource_version,
-              existing->generation,
-              existing->creation_timestamp,
-              existing->deletion_timestamp};
-    auto have = NodeFromJson(meta, existing->spec);
+    auto have = api::LoadNode(*existing);
     bool same_identity = have.ok() && have->host_nqn == want.host_nqn &&
                          have->initiator_iqn == want.initiator_iqn &&
                          have->ip_addresses == want.ip_addresses;
@@ -97,7 +91,7 @@ StatusOr<std::pair<bool, int64_t>> RegisterNodeIdentity(store::Store& store, Clo
       if (fresh) return std::make_pair(false, existing->resource_version);
     }
     store::Object next = *existing;
-    next.spec = NodeSpecToJson(want);
+    next.spec = api::NodeSpecToJson(want);
     auto updated = store.Update(next);
     if (updated.status().code() == Code::kAborted) continue;
     if (!updated.ok()) return updated.status();
@@ -123,15 +117,9 @@ grpc::Status NodeRegistryService::RegisterNode(grpc::ServerContext*,
 grpc::Status NodeRegistryService::GetNode(grpc::ServerContext*, const rv1::GetNodeRequest* req,
                                           rv1::GetNodeResponse* resp) {
   if (Status s = validate::ObjectName("node_id", req->node_id()); !s.ok()) return ToGrpc(s);
-  auto obj = store_.Get(kKindNode, req->node_id());
+  auto obj = store_.Get(api::kKindNode, req->node_id());
   if (!obj.ok()) return ToGrpc(obj.status());
-  Meta meta{obj->name,
-            obj->uid,
-            obj->resource_version,
-            obj->generation,
-            obj->creation_timestamp,
-            obj->deletion_timestamp};
-  auto rec = NodeFromJson(meta, obj->spec);
+  auto rec = api::LoadNode(*obj);
   if (!rec.ok()) return ToGrpc(rec.status());
   auto* id = resp->mutable_identity();
   id->set_node_id(rec->node_id);

@@ -8,11 +8,13 @@
 #include <iostream>
 #include <thread>
 
+#include "api/convert.h"
+#include "api/crd.h"
 #include "common/clock.h"
+#include "common/protocol_proto.h"
 #include "common/validate.h"
 #include "controller/agent_client.h"
 #include "controller/desired.h"
-#include "controller/model.h"
 #include "store/sqlite_store.h"
 
 namespace pillar::ctl {
@@ -26,26 +28,21 @@ int Fail(const Status& s) {
   return s.code() == Code::kInvalidArgument ? 2 : 1;
 }
 
-Meta MetaOf(const store::Object& o) {
-  return {
-      o.name, o.uid, o.resource_version, o.generation, o.creation_timestamp, o.deletion_timestamp};
-}
-
 std::string Pad(std::string s, size_t n) {
   if (s.size() < n) s.append(n - s.size(), ' ');
   return s + " ";
 }
 
 std::string ConditionSummary(const nlohmann::json& status) {
-  auto conds = ConditionsFromJson(status.value("conditions", nlohmann::json::array()));
+  auto conds = api::ConditionsFromJson(status.value("conditions", nlohmann::json::array()));
   if (!conds.ok()) return "malformed";
-  const Condition* c = FindCondition(*conds, kCondExportReconciled);
+  const api::Condition* c = api::FindCondition(*conds, api::kCondExportReconciled);
   if (c == nullptr) return "Unknown";
   return c->status + "/" + c->reason;
 }
 
 int GetVolumes(store::Store& store, bool json_out) {
-  auto list = store.List(kKindVolume);
+  auto list = store.List(api::kKindVolume);
   if (!list.ok()) return Fail(list.status());
   if (json_out) {
     nlohmann::json arr = nlohmann::json::array();
@@ -69,7 +66,7 @@ int GetVolumes(store::Store& store, bool json_out) {
 }
 
 int DescribeVolume(store::Store& store, const std::string& name, bool json_out) {
-  auto o = store.Get(kKindVolume, name);
+  auto o = store.Get(api::kKindVolume, name);
   if (!o.ok()) return Fail(o.status());
   if (json_out) {
     std::cout << store::ToJson(*o).dump(2) << "\n";
@@ -91,7 +88,7 @@ int DescribeVolume(store::Store& store, const std::string& name, bool json_out) 
             << o->status.value("publishedNodes", nlohmann::json::array()).dump() << "\n"
             << "PublicationGeneration: " << o->status.value("publicationGeneration", 0) << "\n"
             << "Conditions:\n";
-  auto conds = ConditionsFromJson(o->status.value("conditions", nlohmann::json::array()));
+  auto conds = api::ConditionsFromJson(o->status.value("conditions", nlohmann::json::array()));
   if (conds.ok()) {
     for (const auto& c : *conds) {
       std::cout << "  " << c.type << "=" << c.status << " reason=" << c.reason << " since "
@@ -102,28 +99,23 @@ int DescribeVolume(store::Store& store, const std::string& name, bool json_out) 
 }
 
 int Drift(store::Store& store, AgentDirectory& agents, const std::string& only) {
-  auto list = store.List(kKindVolume);
+  auto list = store.List(api::kKindVolume);
   if (!list.ok()) return Fail(list.status());
   int drifted = 0;
   for (const auto& o : list->items) {
     if (!only.empty() && o.name != only) continue;
-    VolumeState v;
-    v.meta = MetaOf(o);
-    auto spec = VolumeSpecFromJson(o.spec);
-    auto status = VolumeStatusFromJson(o.status);
-    if (!spec.ok() || !status.ok()) {
-      std::cout << o.name << ": recorded state malformed: "
-                << (spec.ok() ? status.status() : spec.status()).message() << "\n";
+    auto loaded = api::LoadVolume(o);
+    if (!loaded.ok()) {
+      std::cout << o.name << ": recorded state malformed: " << loaded.status().message() << "\n";
       ++drifted;
       continue;
     }
-    v.spec = *spec;
-    v.status = *status;
-    auto desired = ComputeDesired(v, [&](const std::string& id) -> const NodeRecord* {
-      static thread_local std::map<std::string, NodeRecord> cache;
-      auto n = store.Get(kKindNode, id);
+    const api::VolumeState& v = *loaded;
+    auto desired = ComputeDesired(v, [&](const std::string& id) -> const api::NodeRecord* {
+      static thread_local std::map<std::string, api::NodeRecord> cache;
+      auto n = store.Get(api::kKindNode, id);
       if (!n.ok()) return nullptr;
-      auto rec = NodeFromJson(MetaOf(*n), n->spec);
+      auto rec = api::LoadNode(*n);
       if (!rec.ok()) return nullptr;
       return &(cache[id] = *rec);
     });
@@ -133,19 +125,19 @@ int Drift(store::Store& store, AgentDirectory& agents, const std::string& only) 
       ++drifted;
       continue;
     }
-    auto agent_obj = store.Get(kKindAgent, v.spec.agent_ref);
+    auto agent_obj = store.Get(api::kKindAgent, v.spec.agent_ref);
     if (!agent_obj.ok()) {
       std::cout << o.name << ": agent " << v.spec.agent_ref << " not registered\n";
       ++drifted;
       continue;
     }
-    auto rec = AgentFromJson(MetaOf(*agent_obj), agent_obj->spec, agent_obj->status);
+    auto rec = api::LoadAgent(*agent_obj);
     if (!rec.ok()) return Fail(rec.status());
     auto client = agents.Client(v.spec.agent_ref, {rec->address, rec->port, rec->tls_server_name});
     if (!client.ok()) return Fail(client.status());
     av1::GetExportRequest req;
     req.set_agent_volume_id(v.spec.agent_volume_id);
-    req.set_protocol(desired->protocol);
+    req.set_protocol(ToProto(desired->protocol));
     auto got = (*client)->GetExport(req);
     if (!got.ok() && got.status().code() != Code::kNotFound) {
       std::cout << o.name << ": cannot observe: " << got.status().message() << "\n";
@@ -187,7 +179,7 @@ int RepairExportSpec(store::Store& store, const RepairArgs& a) {
   if (a.acl_enabled != "true" && a.acl_enabled != "false") {
     return Fail(InvalidArgument("--acl-enabled must be exactly true or false"));
   }
-  auto snap = store.Get(kKindVolume, a.volume);
+  auto snap = store.Get(api::kKindVolume, a.volume);
   if (!snap.ok()) return Fail(snap.status());
   const store::Object obj = *snap;
   auto refuse = [&](const std::string& why) {
@@ -211,16 +203,16 @@ int RepairExportSpec(store::Store& store, const RepairArgs& a) {
   if (obj.deletion_timestamp || obj.status.value("deleting", false)) {
     return refuse("it is being deleted");
   }
-  if (ConditionSummary(obj.status) != std::string("False/") + kReasonExportSpecMissing) {
+  if (ConditionSummary(obj.status) != std::string("False/") + api::kReasonExportSpecMissing) {
     return refuse("ExportReconciled is " + ConditionSummary(obj.status) +
                   ", not False/ExportSpecMissing: fix that fault instead");
   }
   std::string agent_ref = obj.spec.value("agentRef", "");
-  auto agent = store.Get(kKindAgent, agent_ref);
+  auto agent = store.Get(api::kKindAgent, agent_ref);
   if (!agent.ok()) return refuse("its agent " + agent_ref + " is not registered");
-  auto rec = AgentFromJson(MetaOf(*agent), agent->spec, agent->status);
-  const Condition* connected =
-      rec.ok() ? FindCondition(rec->conditions, kCondAgentConnected) : nullptr;
+  auto rec = api::LoadAgent(*agent);
+  const api::Condition* connected =
+      rec.ok() ? api::FindCondition(rec->conditions, api::kCondAgentConnected) : nullptr;
   if (connected == nullptr || connected->status != "True") {
     return refuse("agent " + agent_ref + " is not AgentConnected=True");
   }
@@ -253,10 +245,10 @@ int RepairExportSpec(store::Store& store, const RepairArgs& a) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(a.timeout_seconds);
   std::string last;
   while (std::chrono::steady_clock::now() < deadline) {
-    auto now = store.Get(kKindVolume, a.volume);
+    auto now = store.Get(api::kKindVolume, a.volume);
     if (now.ok()) {
       last = ConditionSummary(now->status);
-      if (last == std::string("True/") + kReasonReconciled) {
+      if (last == std::string("True/") + api::kReasonReconciled) {
         std::cout << "ExportReconciled=True reason=Reconciled\n";
         return 0;
       }
@@ -266,6 +258,24 @@ int RepairExportSpec(store::Store& store, const RepairArgs& a) {
   std::cerr << "pillarctl: not reconciled within " << a.timeout_seconds << " s (last: " << last
             << "); the controller keeps retrying from the record; do not patch again\n";
   return 4;
+}
+
+int PrintCrds(const std::string& dir) {
+  bool first = true;
+  for (const auto& crd : api::CustomResourceDefinitions()) {
+    std::string yaml = api::CrdYaml(crd);
+    if (dir.empty()) {
+      std::cout << (first ? "" : "---\n") << yaml;
+      first = false;
+      continue;
+    }
+    std::string path = dir + "/" + crd["metadata"]["name"].get<std::string>() + ".yaml";
+    std::ofstream out(path);
+    out << yaml;
+    if (!out.good()) return Fail(Internal("cannot write " + path));
+    std::cout << path << "\n";
+  }
+  return 0;
 }
 
 int Run(int argc, char** argv) {
@@ -306,8 +316,12 @@ int Run(int argc, char** argv) {
                           "refuse unless the resourceVersion is this");
   repair_spec->add_option("--backup-dir", ra.backup_dir, "where the snapshot is saved");
   repair_spec->add_option("--timeout", ra.timeout_seconds, "seconds to wait for Reconciled");
+  auto* crds = app.add_subcommand("crds", "print the CustomResourceDefinitions (YAML)");
+  std::string crd_dir;
+  crds->add_option("--dir", crd_dir, "write one <name>.yaml per CRD into this directory");
   CLI11_PARSE(app, argc, argv);
 
+  if (crds->parsed()) return PrintCrds(crd_dir);
   if (access(store_path.c_str(), R_OK) != 0) {
     return Fail(NotFound("store " + store_path + " cannot be read"));
   }

@@ -10,27 +10,27 @@ namespace {
 
 namespace av1 = pillar::agent::v1;
 
-VolumeState Volume(const std::string& protocol, bool acl) {
-  VolumeState v;
+api::VolumeState Volume(Protocol protocol, bool acl) {
+  api::VolumeState v;
   v.meta.name = "pvc-1";
   v.meta.uid = "6f1c2d3e-4a5b-4c6d-8e7f-0a1b2c3d4e5f";
   v.spec.protocol = protocol;
   v.spec.agent_volume_id = "tank/pvc-1";
-  v.status.export_spec = ExportSpec{"10.0.0.5", 0, acl, std::nullopt};
+  v.status.export_spec = api::ExportSpec{"10.0.0.5", 0, acl, std::nullopt};
   v.status.publication_generation = 7;
   return v;
 }
 
 struct Nodes {
-  std::map<std::string, NodeRecord> records;
+  std::map<std::string, api::NodeRecord> records;
   NodeLookup Lookup() {
-    return [this](const std::string& id) -> const NodeRecord* {
+    return [this](const std::string& id) -> const api::NodeRecord* {
       auto it = records.find(id);
       return it == records.end() ? nullptr : &it->second;
     };
   }
   void Add(const std::string& id, const std::string& nqn, std::vector<std::string> ips) {
-    NodeRecord n;
+    api::NodeRecord n;
     n.node_id = id;
     n.host_nqn = nqn;
     n.ip_addresses = std::move(ips);
@@ -43,15 +43,15 @@ TEST(DesiredTest, AclIsPublishedNonRevokingNodesThroughCurrentRecords) {
   nodes.Add("a", "nqn.2014-08.org.x:a", {"10.0.0.11"});
   nodes.Add("b", "nqn.2014-08.org.x:b", {"10.0.0.12", "fd00::12"});
   nodes.Add("c", "nqn.2014-08.org.x:c", {"10.0.0.13"});
-  auto v = Volume("nvmeof-tcp", true);
+  auto v = Volume(Protocol::kNvmeofTcp, true);
   v.status.published_nodes = {{"a", false}, {"b", false}, {"c", true}};
   auto d = ComputeDesired(v, nodes.Lookup());
   ASSERT_TRUE(d.ok()) << d.status().ToString();
-  EXPECT_EQ(d->protocol, av1::PROTOCOL_NVMEOF_TCP);
+  EXPECT_EQ(d->protocol, Protocol::kNvmeofTcp);
   EXPECT_EQ(d->spec.port, 4420) << "0 means the protocol default";
   EXPECT_EQ(d->hosts, (std::vector<std::string>{"nqn.2014-08.org.x:a", "nqn.2014-08.org.x:b"}));
 
-  v.spec.protocol = "nfs";
+  v.spec.protocol = Protocol::kNfs;
   d = ComputeDesired(v, nodes.Lookup());
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->spec.port, 2049);
@@ -68,12 +68,12 @@ TEST(DesiredTest, AclIsPublishedNonRevokingNodesThroughCurrentRecords) {
 
 TEST(DesiredTest, RefusesToGuess) {
   Nodes nodes;
-  auto v = Volume("nvmeof-tcp", true);
+  auto v = Volume(Protocol::kNvmeofTcp, true);
   v.status.export_spec.reset();
   EXPECT_EQ(ComputeDesired(v, nodes.Lookup()).status().code(), Code::kFailedPrecondition);
   // An unresolvable published node makes the whole ACL unknowable: applying
   // the rest would drop that node's entry.
-  v = Volume("nvmeof-tcp", true);
+  v = Volume(Protocol::kNvmeofTcp, true);
   v.status.published_nodes = {{"ghost", false}};
   auto d = ComputeDesired(v, nodes.Lookup());
   EXPECT_EQ(d.status().code(), Code::kFailedPrecondition);
@@ -83,7 +83,7 @@ TEST(DesiredTest, RefusesToGuess) {
   EXPECT_NE(ComputeDesired(v, nodes.Lookup()).status().message().find("host NQN"),
             std::string::npos);
   // ACL off admits everyone by intent and needs no identity.
-  v = Volume("nvmeof-tcp", false);
+  v = Volume(Protocol::kNvmeofTcp, false);
   v.status.published_nodes = {{"ghost", false}};
   d = ComputeDesired(v, nodes.Lookup());
   ASSERT_TRUE(d.ok());
@@ -92,7 +92,7 @@ TEST(DesiredTest, RefusesToGuess) {
 
 TEST(DesiredTest, DiffNamesEveryDifference) {
   DesiredExport want;
-  want.protocol = av1::PROTOCOL_NVMEOF_TCP;
+  want.protocol = Protocol::kNvmeofTcp;
   want.spec = {"fd00::5", 4420, true, std::nullopt};
   want.hosts = {"nqn.2014-08.org.x:a", "nqn.2014-08.org.x:b"};
   EXPECT_EQ(Diff(want, nullptr), std::vector<std::string>{"export is missing on the agent"});
@@ -118,9 +118,9 @@ TEST(DesiredTest, DiffNamesEveryDifference) {
 }
 
 TEST(DesiredTest, ApplyRequestCarriesTheFence) {
-  auto v = Volume("iscsi", true);
+  auto v = Volume(Protocol::kIscsi, true);
   DesiredExport want;
-  want.protocol = av1::PROTOCOL_ISCSI;
+  want.protocol = Protocol::kIscsi;
   want.spec = {"10.0.0.5", 3260, true, std::nullopt};
   want.hosts = {"iqn.1993-08.org.debian:01:a"};
   auto req = MakeApplyRequest(v, want);
@@ -132,29 +132,30 @@ TEST(DesiredTest, ApplyRequestCarriesTheFence) {
 
 TEST(ModelTest, ExportSpecSchemaIsStrict) {
   EXPECT_TRUE(
-      ExportSpecFromJson({{"bindAddress", "10.0.0.5"}, {"port", 4420}, {"aclEnabled", true}}).ok());
-  auto missing = ExportSpecFromJson({{"bindAddress", "10.0.0.5"}, {"port", 4420}});
+      api::ExportSpecFromJson({{"bindAddress", "10.0.0.5"}, {"port", 4420}, {"aclEnabled", true}})
+          .ok());
+  auto missing = api::ExportSpecFromJson({{"bindAddress", "10.0.0.5"}, {"port", 4420}});
   EXPECT_NE(missing.status().message().find("aclEnabled"), std::string::npos);
-  auto str_acl =
-      ExportSpecFromJson({{"bindAddress", "10.0.0.5"}, {"port", 4420}, {"aclEnabled", "true"}});
+  auto str_acl = api::ExportSpecFromJson(
+      {{"bindAddress", "10.0.0.5"}, {"port", 4420}, {"aclEnabled", "true"}});
   EXPECT_NE(str_acl.status().message().find("boolean"), std::string::npos);
   EXPECT_FALSE(
-      ExportSpecFromJson({{"bindAddress", ""}, {"port", 4420}, {"aclEnabled", true}}).ok());
+      api::ExportSpecFromJson({{"bindAddress", ""}, {"port", 4420}, {"aclEnabled", true}}).ok());
   EXPECT_FALSE(
-      ExportSpecFromJson({{"bindAddress", "x"}, {"port", 70000}, {"aclEnabled", true}}).ok());
+      api::ExportSpecFromJson({{"bindAddress", "x"}, {"port", 70000}, {"aclEnabled", true}}).ok());
 }
 
 TEST(ModelTest, ConditionTransitionTimeMovesOnlyWithStatus) {
-  std::vector<Condition> conds;
-  Condition c{"ExportReconciled", "True", "Reconciled", "ok", "", 1};
-  EXPECT_TRUE(SetCondition(conds, c, "t1"));
-  EXPECT_FALSE(SetCondition(conds, c, "t2"));
+  std::vector<api::Condition> conds;
+  api::Condition c{"ExportReconciled", "True", "Reconciled", "ok", "", 1};
+  EXPECT_TRUE(api::SetCondition(conds, c, "t1"));
+  EXPECT_FALSE(api::SetCondition(conds, c, "t2"));
   EXPECT_EQ(conds[0].last_transition_time, "t1");
   c.message = "ok again";
-  EXPECT_TRUE(SetCondition(conds, c, "t3"));
+  EXPECT_TRUE(api::SetCondition(conds, c, "t3"));
   EXPECT_EQ(conds[0].last_transition_time, "t1");
   c.status = "False";
-  EXPECT_TRUE(SetCondition(conds, c, "t4"));
+  EXPECT_TRUE(api::SetCondition(conds, c, "t4"));
   EXPECT_EQ(conds[0].last_transition_time, "t4");
 }
 

@@ -1,6 +1,6 @@
-#include "controller/model.h"
+#include "api/convert.h"
 
-namespace pillar::controller {
+namespace pillar::api {
 namespace {
 
 using nlohmann::json;
@@ -46,6 +46,43 @@ StatusOr<bool> Bool(const json& j, const char* key, const std::string& field,
 }
 
 }  // namespace
+
+Meta MetaOf(const store::Object& o) {
+  return {o.name,       o.uid, std::to_string(o.resource_version), o.generation,
+          o.creation_timestamp, o.deletion_timestamp};
+}
+
+StatusOr<VolumeState> LoadVolume(const store::Object& o) {
+  VolumeState v;
+  v.meta = MetaOf(o);
+  ASSIGN_OR_RETURN(v.spec, VolumeSpecFromJson(o.spec));
+  ASSIGN_OR_RETURN(v.status, VolumeStatusFromJson(o.status));
+  return v;
+}
+
+StatusOr<NodeRecord> LoadNode(const store::Object& o) { return NodeFromJson(MetaOf(o), o.spec); }
+
+StatusOr<AgentRecord> LoadAgent(const store::Object& o) {
+  return AgentFromJson(MetaOf(o), o.spec, o.status);
+}
+
+json ToJson(const ExportInfo& e) {
+  return {{"targetID", e.target_id},
+          {"address", e.address},
+          {"port", e.port},
+          {"volumeRef", e.volume_ref}};
+}
+
+StatusOr<ExportInfo> ExportInfoFromJson(const json& j) {
+  const std::string f = "status.exportInfo";
+  RETURN_IF_ERROR(WantObject(j, f));
+  ExportInfo e;
+  ASSIGN_OR_RETURN(e.target_id, Str(j, "targetID", f));
+  ASSIGN_OR_RETURN(e.address, Str(j, "address", f));
+  ASSIGN_OR_RETURN(e.port, Int(j, "port", f));
+  ASSIGN_OR_RETURN(e.volume_ref, Str(j, "volumeRef", f));
+  return e;
+}
 
 bool SetCondition(std::vector<Condition>& conditions, Condition c, const std::string& now) {
   for (auto& existing : conditions) {
@@ -94,7 +131,7 @@ json ToJson(const VolumeSpec& s) {
   return {{"volumeID", s.volume_id},
           {"agentRef", s.agent_ref},
           {"agentVolumeID", s.agent_volume_id},
-          {"protocol", s.protocol},
+          {"protocol", ProtocolName(s.protocol)},
           {"backend", s.backend},
           {"capacityBytes", s.capacity_bytes},
           {"accessType", s.access_type},
@@ -109,7 +146,8 @@ StatusOr<VolumeSpec> VolumeSpecFromJson(const json& j) {
   ASSIGN_OR_RETURN(s.volume_id, Str(j, "volumeID", f, true));
   ASSIGN_OR_RETURN(s.agent_ref, Str(j, "agentRef", f, true));
   ASSIGN_OR_RETURN(s.agent_volume_id, Str(j, "agentVolumeID", f, true));
-  ASSIGN_OR_RETURN(s.protocol, Str(j, "protocol", f, true));
+  ASSIGN_OR_RETURN(std::string protocol, Str(j, "protocol", f, true));
+  ASSIGN_OR_RETURN(s.protocol, ParseProtocol("spec.protocol", protocol));
   ASSIGN_OR_RETURN(s.backend, Str(j, "backend", f));
   ASSIGN_OR_RETURN(s.capacity_bytes, Int(j, "capacityBytes", f));
   ASSIGN_OR_RETURN(s.access_type, Str(j, "accessType", f));
@@ -153,12 +191,7 @@ StatusOr<std::vector<Condition>> ConditionsFromJson(const json& j) {
 json ToJson(const VolumeStatus& s) {
   json j = json::object();
   if (s.export_spec) j["exportSpec"] = ToJson(*s.export_spec);
-  if (s.export_info) {
-    j["exportInfo"] = {{"targetID", s.export_info->target_id},
-                       {"address", s.export_info->address},
-                       {"port", s.export_info->port},
-                       {"volumeRef", s.export_info->volume_ref}};
-  }
+  if (s.export_info) j["exportInfo"] = ToJson(*s.export_info);
   json nodes = json::array();
   for (const auto& n : s.published_nodes) {
     nodes.push_back({{"nodeID", n.node_id}, {"revoking", n.revoking}});
@@ -179,14 +212,7 @@ StatusOr<VolumeStatus> VolumeStatusFromJson(const json& j) {
     ASSIGN_OR_RETURN(s.export_spec, ExportSpecFromJson(j["exportSpec"]));
   }
   if (j.contains("exportInfo") && !j["exportInfo"].is_null()) {
-    const std::string f = "status.exportInfo";
-    RETURN_IF_ERROR(WantObject(j["exportInfo"], f));
-    ExportInfo e;
-    ASSIGN_OR_RETURN(e.target_id, Str(j["exportInfo"], "targetID", f));
-    ASSIGN_OR_RETURN(e.address, Str(j["exportInfo"], "address", f));
-    ASSIGN_OR_RETURN(e.port, Int(j["exportInfo"], "port", f));
-    ASSIGN_OR_RETURN(e.volume_ref, Str(j["exportInfo"], "volumeRef", f));
-    s.export_info = e;
+    ASSIGN_OR_RETURN(s.export_info, ExportInfoFromJson(j["exportInfo"]));
   }
   if (j.contains("publishedNodes") && !j["publishedNodes"].is_null()) {
     const json& arr = j["publishedNodes"];
@@ -260,4 +286,4 @@ StatusOr<AgentRecord> AgentFromJson(const Meta& meta, const json& spec, const js
   return a;
 }
 
-}  // namespace pillar::controller
+}  // namespace pillar::api

@@ -1,6 +1,8 @@
-// Typed views of the recorded intent (PillarVolumeState, PillarNode,
-// PillarAgent) over the store's generic objects, with the JSON field names of
-// the CRDs (API group pillar-csi.bhyoo.com).
+// pillar's API, in one place: the kinds of the recorded intent
+// (PillarVolumeState, PillarNode, PillarAgent), their conditions and reasons,
+// and typed views of them. The JSON forms are in api/convert.h and the CRDs
+// (API group pillar-csi.bhyoo.com, version v1alpha1) in api/crd.h; both are
+// derived from the definitions here (docs/architecture.md, "Recorded intent").
 #pragma once
 
 #include <cstdint>
@@ -9,9 +11,13 @@
 #include <string>
 #include <vector>
 
+#include "common/protocol.h"
 #include "common/status.h"
 
-namespace pillar::controller {
+namespace pillar::api {
+
+constexpr const char* kGroup = "pillar-csi.bhyoo.com";
+constexpr const char* kVersion = "v1alpha1";
 
 constexpr const char* kKindVolume = "PillarVolumeState";
 constexpr const char* kKindNode = "PillarNode";
@@ -72,7 +78,7 @@ struct VolumeSpec {
   std::string volume_id;
   std::string agent_ref;
   std::string agent_volume_id;
-  std::string protocol;  // "nvmeof-tcp", "iscsi", "nfs"
+  Protocol protocol = Protocol::kNvmeofTcp;
   std::string backend;   // "file", "lvm", "lvm-thin", "zfs"
   int64_t capacity_bytes = 0;
   std::string access_type;  // "block", "mount"
@@ -89,14 +95,14 @@ struct VolumeStatus {
   int64_t publication_generation = 0;
   bool deleting = false;
   std::vector<Condition> conditions;
-  // Not in DESIGN's list but needed by ControllerExpandVolume / pillarctl.
+  // Not in the design's list but needed by ControllerExpandVolume / pillarctl.
   int64_t capacity_bytes = 0;
 };
 
 struct Meta {
   std::string name;
   std::string uid;
-  int64_t resource_version = 0;
+  std::string resource_version;  // opaque, as in Kubernetes
   int64_t generation = 0;
   std::string creation_timestamp;
   std::optional<std::string> deletion_timestamp;
@@ -126,21 +132,4 @@ struct AgentRecord {
   std::string boot_epoch;  // last seen
 };
 
-// JSON conversions (field names as in the CRDs). From* return INVALID_ARGUMENT
-// naming the field when the stored JSON does not fit the schema.
-nlohmann::json ToJson(const ExportSpec& s);
-StatusOr<ExportSpec> ExportSpecFromJson(const nlohmann::json& j);
-nlohmann::json ToJson(const VolumeSpec& s);
-nlohmann::json ToJson(const VolumeStatus& s);
-StatusOr<VolumeSpec> VolumeSpecFromJson(const nlohmann::json& j);
-StatusOr<VolumeStatus> VolumeStatusFromJson(const nlohmann::json& j);
-nlohmann::json NodeSpecToJson(const NodeRecord& n);
-StatusOr<NodeRecord> NodeFromJson(const Meta& meta, const nlohmann::json& spec);
-nlohmann::json AgentSpecToJson(const AgentRecord& a);
-nlohmann::json AgentStatusToJson(const AgentRecord& a);
-StatusOr<AgentRecord> AgentFromJson(const Meta& meta, const nlohmann::json& spec,
-                                    const nlohmann::json& status);
-nlohmann::json ToJson(const std::vector<Condition>& conditions);
-StatusOr<std::vector<Condition>> ConditionsFromJson(const nlohmann::json& j);
-
-}  // namespace pillar::controller
+}  // namespace pillar::api

@@ -1,0 +1,40 @@
+// The JSON forms of the API types (field names as in the CRDs) and the typed
+// views of the store's generic objects. From* and the loaders return
+// INVALID_ARGUMENT naming the field when stored JSON does not fit the schema.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "api/types.h"
+#include "common/status.h"
+#include "store/store.h"
+
+namespace pillar::api {
+
+Meta MetaOf(const store::Object& o);
+StatusOr<VolumeState> LoadVolume(const store::Object& o);
+StatusOr<NodeRecord> LoadNode(const store::Object& o);
+StatusOr<AgentRecord> LoadAgent(const store::Object& o);
+
+// JSON conversions (field names as in the CRDs). From* return INVALID_ARGUMENT
+// naming the field when the stored JSON does not fit the schema.
+nlohmann::json ToJson(const ExportSpec& s);
+StatusOr<ExportSpec> ExportSpecFromJson(const nlohmann::json& j);
+nlohmann::json ToJson(const VolumeSpec& s);
+nlohmann::json ToJson(const VolumeStatus& s);
+StatusOr<VolumeSpec> VolumeSpecFromJson(const nlohmann::json& j);
+StatusOr<VolumeStatus> VolumeStatusFromJson(const nlohmann::json& j);
+nlohmann::json NodeSpecToJson(const NodeRecord& n);
+StatusOr<NodeRecord> NodeFromJson(const Meta& meta, const nlohmann::json& spec);
+nlohmann::json AgentSpecToJson(const AgentRecord& a);
+nlohmann::json AgentStatusToJson(const AgentRecord& a);
+StatusOr<AgentRecord> AgentFromJson(const Meta& meta, const nlohmann::json& spec,
+                                    const nlohmann::json& status);
+nlohmann::json ToJson(const std::vector<Condition>& conditions);
+StatusOr<std::vector<Condition>> ConditionsFromJson(const nlohmann::json& j);
+
+nlohmann::json ToJson(const ExportInfo& e);
+StatusOr<ExportInfo> ExportInfoFromJson(const nlohmann::json& j);
+
+}  // namespace pillar::api
