@@ -14,7 +14,7 @@ namespace pillar::store {
 namespace {
 
 // A pvst of realistic size (~700 bytes of JSON).
-Object api::VolumeState(const std::string& name) {
+Object VolumeState(const std::string& name) {
   Object o;
   o.kind = kPillarVolumeState;
   o.name = name;
@@ -70,7 +70,7 @@ class BenchStore {
 
 bool Fill(benchmark::State& state, Store& store, int n) {
   for (int i = 0; i < n; ++i) {
-    auto created = store.Create(api::VolumeState("pvc-" + std::to_string(i)));
+    auto created = store.Create(VolumeState("pvc-" + std::to_string(i)));
     if (!created.ok()) {
       state.SkipWithError(created.status().ToString().c_str());
       return false;
@@ -84,7 +84,7 @@ void BM_Create(benchmark::State& state) {
   if (bench.get() == nullptr) return state.SkipWithError("cannot open the store");
   int64_t i = 0;
   for (auto _ : state) {
-    auto created = bench.get()->Create(api::VolumeState("pvc-" + std::to_string(i++)));
+    auto created = bench.get()->Create(VolumeState("pvc-" + std::to_string(i++)));
     if (!created.ok()) return state.SkipWithError(created.status().ToString().c_str());
   }
   state.SetItemsProcessed(state.iterations());
@@ -109,7 +109,7 @@ BENCHMARK(BM_Get)->Unit(benchmark::kMicrosecond);
 void BM_UpdateStatusCas(benchmark::State& state) {
   BenchStore bench;
   if (bench.get() == nullptr) return state.SkipWithError("cannot open the store");
-  auto created = bench.get()->Create(api::VolumeState("pvc-0"));
+  auto created = bench.get()->Create(VolumeState("pvc-0"));
   if (!created.ok()) return state.SkipWithError(created.status().ToString().c_str());
   Object o = *created;
   int64_t generation = 1;
