@@ -576,9 +576,19 @@ grpc::Status CsiController::ListVolumes(grpc::ServerContext*,
                                         const csi::v1::ListVolumesRequest* req,
                                         csi::v1::ListVolumesResponse* resp) {
   if (req->max_entries() < 0) return Reply(InvalidArgument("max_entries must be >= 0"));
-  auto list = store_.List(api::kKindVolume);
-  if (!list.ok()) return Reply(list.status());
-  const auto& items = list->items;  // sorted by name
+  // From the reconciler's watch-fed cache once it runs: listing every volume
+  // costs the store nothing. Single-volume reads go to the store (read your
+  // own writes).
+  std::vector<store::Object> items;  // sorted by name
+  if (const store::StoreCache* cache = reconciler_.cache(); cache != nullptr) {
+    auto cached = cache->List(api::kKindVolume);
+    if (!cached.ok()) return Reply(cached.status());
+    items = std::move(cached).value();
+  } else {
+    auto list = store_.List(api::kKindVolume);
+    if (!list.ok()) return Reply(list.status());
+    items = std::move(list->items);
+  }
   size_t start = 0;
   if (!req->starting_token().empty()) {
     auto it = std::upper_bound(

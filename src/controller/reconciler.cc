@@ -45,7 +45,30 @@ ExportReconciler::ExportReconciler(store::Store& store, AgentDirectory& agents, 
 ExportReconciler::~ExportReconciler() { Stop(); }
 
 Status ExportReconciler::Start() {
-  RETURN_IF_ERROR(StartWatches());
+  cache_ = std::make_unique<store::StoreCache>(
+      store_, std::vector<std::string>{api::kKindVolume, api::kKindNode, api::kKindAgent});
+  auto own = [this](const std::string& key, const store::Object& o) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = own_writes_.find(key);
+    if (it != own_writes_.end() && it->second == o.resource_version) {
+      own_writes_.erase(it);
+      return true;
+    }
+    return false;
+  };
+  cache_->OnChange(api::kKindVolume, [this, own](const store::Event& e) {
+    std::string key = kVolPrefix + e.object.name;
+    if (e.type != store::EventType::kDeleted && own(key, e.object)) return;
+    EnqueueKey(key);
+  });
+  cache_->OnChange(api::kKindNode,
+                   [this](const store::Event& e) { EnqueueKey(kNodePrefix + e.object.name); });
+  cache_->OnChange(api::kKindAgent, [this, own](const store::Event& e) {
+    std::string key = kAgentPrefix + e.object.name;
+    if (own(key, e.object)) return;
+    EnqueueKey(key);
+  });
+  RETURN_IF_ERROR(cache_->Start());
   for (int i = 0; i < std::max(1, options_.workers); ++i) {
     threads_.emplace_back([this] { WorkerLoop(); });
   }
@@ -62,59 +85,25 @@ void ExportReconciler::Stop() {
   }
   cv_.notify_all();
   inflight_cv_.notify_all();
-  watches_.clear();
+  if (cache_) cache_->Stop();
   for (auto& t : threads_) {
     if (t.joinable()) t.join();
   }
   threads_.clear();
 }
 
-Status ExportReconciler::StartWatches() {
-  watches_.clear();
-  ASSIGN_OR_RETURN(int64_t rev, store_.CurrentRevision());
-  auto on_error = [this](const Status& s) {
-    log::Warn("store watch ended; relisting", {{"error", s.ToString()}});
-    rewatch_ = true;
-    cv_.notify_all();
-  };
-  auto own = [this](const std::string& key, int64_t rv) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = own_writes_.find(key);
-    if (it != own_writes_.end() && it->second == rv) {
-      own_writes_.erase(it);
-      return true;
-    }
-    return false;
-  };
-  ASSIGN_OR_RETURN(auto vw, store_.Watch(
-                                api::kKindVolume, rev,
-                                [this, own](const store::Event& e) {
-                                  std::string key = kVolPrefix + e.object.name;
-                                  if (e.type != store::EventType::kDeleted &&
-                                      own(key, e.object.resource_version)) {
-                                    return;
-                                  }
-                                  EnqueueKey(key);
-                                },
-                                on_error));
-  ASSIGN_OR_RETURN(
-      auto nw,
-      store_.Watch(
-          api::kKindNode, rev,
-          [this](const store::Event& e) { EnqueueKey(kNodePrefix + e.object.name); }, on_error));
-  ASSIGN_OR_RETURN(auto aw, store_.Watch(
-                                api::kKindAgent, rev,
-                                [this, own](const store::Event& e) {
-                                  std::string key = kAgentPrefix + e.object.name;
-                                  if (own(key, e.object.resource_version)) return;
-                                  EnqueueKey(key);
-                                },
-                                on_error));
-  watches_.push_back(std::move(vw));
-  watches_.push_back(std::move(nw));
-  watches_.push_back(std::move(aw));
-  return Status::Ok();
+StatusOr<store::Object> ExportReconciler::Read(const std::string& kind,
+                                               const std::string& name) const {
+  return cache_ ? cache_->Get(kind, name) : store_.Get(kind, name);
 }
+
+StatusOr<std::vector<store::Object>> ExportReconciler::ReadAll(const std::string& kind) const {
+  if (cache_) return cache_->List(kind);
+  ASSIGN_OR_RETURN(store::ListResult list, store_.List(kind));
+  return std::move(list.items);
+}
+
+const store::StoreCache* ExportReconciler::cache() const { return cache_.get(); }
 
 void ExportReconciler::EnqueueVolume(const std::string& volume) { EnqueueKey(kVolPrefix + volume); }
 
@@ -162,7 +151,7 @@ void ExportReconciler::WorkerLoop() {
     }
     if (key.rfind(kVolPrefix, 0) == 0) {
       std::string name = key.substr(2);
-      auto r = Reconcile(name, std::nullopt);
+      auto r = Reconcile(name, std::nullopt, false);
       if (!r.ok() && r.status().code() == Code::kNotFound &&
           store_.Get(api::kKindVolume, name).status().code() == Code::kNotFound) {
         // Deleted while queued (DeleteVolume, or a retry of an earlier
@@ -200,9 +189,9 @@ void ExportReconciler::RecordFailure(const std::string& volume, bool failed) {
 
 void ExportReconciler::ExpandNode(const std::string& node_id) {
   // A node's identity changed: every volume published to it is recomputed.
-  auto list = store_.List(api::kKindVolume);
+  auto list = ReadAll(api::kKindVolume);
   if (!list.ok()) return;
-  for (const auto& obj : list->items) {
+  for (const auto& obj : *list) {
     const auto& nodes = obj.status.value("publishedNodes", nlohmann::json::array());
     if (!nodes.is_array()) continue;
     for (const auto& n : nodes) {
@@ -215,10 +204,10 @@ void ExportReconciler::ExpandNode(const std::string& node_id) {
 }
 
 void ExportReconciler::ExpandAgent(const std::string& agent_ref) {
-  auto list = store_.List(api::kKindVolume);
+  auto list = ReadAll(api::kKindVolume);
   if (!list.ok()) return;
   std::vector<store::Object> mine;
-  for (auto& obj : list->items) {
+  for (auto& obj : *list) {
     if (obj.spec.value("agentRef", "") == agent_ref) mine.push_back(std::move(obj));
   }
   ResyncStats stats;
@@ -234,15 +223,8 @@ void ExportReconciler::ResyncLoop() {
         static_cast<int64_t>(static_cast<double>(options_.resync_interval.count()) * jitter(rng)));
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, period, [this] { return stopping_ || rewatch_.load(); });
+      cv_.wait_for(lock, period, [this] { return stopping_; });
       if (stopping_) return;
-    }
-    if (rewatch_.exchange(false)) {
-      Status s = StartWatches();
-      if (!s.ok()) {
-        log::Warn("re-watch failed", {{"error", s.ToString()}});
-        rewatch_ = true;
-      }
     }
     ResyncStats stats = ResyncAll();
     log::Debug("resync done", {{"agents", stats.agents},
@@ -264,7 +246,7 @@ void ExportReconciler::EpochLoop() {
 }
 
 StatusOr<ExportReconciler::AgentView> ExportReconciler::Agent(const std::string& agent_ref) {
-  auto obj = store_.Get(api::kKindAgent, agent_ref);
+  auto obj = Read(api::kKindAgent, agent_ref);
   if (!obj.ok()) {
     if (obj.status().code() == Code::kNotFound) {
       return FailedPrecondition("PillarAgent " + agent_ref + " is not registered");
@@ -309,11 +291,11 @@ StatusOr<bool> ExportReconciler::WriteOutcome(const store::Object& obj, const ap
 }
 
 StatusOr<ReconcileOutcome> ExportReconciler::ReconcileNow(const std::string& volume) {
-  return Reconcile(volume, std::nullopt);
+  return Reconcile(volume, std::nullopt, true);
 }
 
 StatusOr<ReconcileOutcome> ExportReconciler::Reconcile(const std::string& volume,
-                                                       const SeenExport& seen) {
+                                                       const SeenExport& seen, bool fresh) {
   std::shared_ptr<std::mutex> vlock;
   {
     std::lock_guard<std::mutex> lock(volume_mu_);
@@ -324,7 +306,10 @@ StatusOr<ReconcileOutcome> ExportReconciler::Reconcile(const std::string& volume
   std::lock_guard<std::mutex> guard(*vlock);
 
   for (int attempt = 0; attempt < 5; ++attempt) {
-    auto obj = store_.Get(api::kKindVolume, volume);
+    // The cache is as new as the event that queued this volume; after a lost
+    // CAS (or for a caller that just wrote) read the store itself.
+    auto obj = attempt == 0 && !fresh ? Read(api::kKindVolume, volume)
+                                      : store_.Get(api::kKindVolume, volume);
     if (!obj.ok()) return obj.status();
     ReconcileOutcome out;
     std::optional<api::ExportInfo> info;
@@ -332,6 +317,7 @@ StatusOr<ReconcileOutcome> ExportReconciler::Reconcile(const std::string& volume
     auto written = WriteOutcome(*obj, out.condition, info);
     if (!written.ok() && written.status().code() == Code::kAborted) continue;  // CAS lost
     RETURN_IF_ERROR(written.status());
+    out.status_written = *written;
     return out;
   }
   return Aborted("volume " + volume + " kept changing during reconcile; will retry");
@@ -363,7 +349,7 @@ bool ExportReconciler::Converge(const store::Object& obj, const SeenExport& seen
   auto desired = ComputeDesired(v, [&](const std::string& id) -> const api::NodeRecord* {
     auto it = nodes.find(id);
     if (it != nodes.end()) return &it->second;
-    auto n = store_.Get(api::kKindNode, id);
+    auto n = Read(api::kKindNode, id);
     if (!n.ok()) return nullptr;
     auto rec = api::LoadNode(*n);
     if (!rec.ok()) return nullptr;
@@ -480,16 +466,14 @@ void ExportReconciler::ResyncAgent(const std::string& agent_ref,
       auto it = by_key.find(ExportKey(id, *proto));
       if (it != by_key.end()) seen = &it->second;
     }
-    int64_t rv_before = obj.resource_version;
-    auto r = Reconcile(obj.name, seen);
+    auto r = Reconcile(obj.name, seen, false);
     if (!r.ok()) {
       RecordFailure(obj.name, true);
       continue;
     }
     if (!r->drift.empty()) stats.drifted++;
     if (!r->changes.empty() || !r->drift.empty()) stats.agent_calls++;
-    auto now = store_.Get(api::kKindVolume, obj.name);
-    if (now.ok() && now->resource_version != rv_before) stats.status_writes++;
+    if (r->status_written) stats.status_writes++;
     RecordFailure(obj.name, r->condition.status == "False" &&
                                 r->condition.reason != std::string(api::kReasonExportSpecMissing));
   }
@@ -497,13 +481,13 @@ void ExportReconciler::ResyncAgent(const std::string& agent_ref,
 
 ResyncStats ExportReconciler::ResyncAll() {
   ResyncStats stats;
-  auto list = store_.List(api::kKindVolume);
+  auto list = ReadAll(api::kKindVolume);
   if (!list.ok()) {
     log::Warn("resync: cannot list volumes", {{"error", list.status().ToString()}});
     return stats;
   }
   std::map<std::string, std::vector<store::Object>> by_agent;
-  for (auto& obj : list->items) {
+  for (auto& obj : *list) {
     by_agent[obj.spec.value("agentRef", "")].push_back(std::move(obj));
   }
   for (const auto& [agent_ref, vols] : by_agent) ResyncAgent(agent_ref, vols, stats);
@@ -511,9 +495,9 @@ ResyncStats ExportReconciler::ResyncAll() {
 }
 
 void ExportReconciler::PollEpochs() {
-  auto list = store_.List(api::kKindAgent);
+  auto list = ReadAll(api::kKindAgent);
   if (!list.ok()) return;
-  for (const auto& obj : list->items) {
+  for (const auto& obj : *list) {
     auto rec = api::LoadAgent(obj);
     if (!rec.ok()) continue;
     auto client = agents_.Client(obj.name, {rec->address, rec->port, rec->tls_server_name});

@@ -19,6 +19,7 @@
 #include "common/clock.h"
 #include "controller/agent_client.h"
 #include "controller/desired.h"
+#include "store/cache.h"
 #include "store/store.h"
 
 namespace pillar::controller {
@@ -38,6 +39,7 @@ struct ReconcileOutcome {
   std::vector<std::string> drift;    // what differed before the pass
   std::vector<std::string> changes;  // what the agent changed
   std::optional<pillar::agent::v1::Export> actual;
+  bool status_written = false;  // the condition or exportInfo changed and was written
 };
 
 struct ResyncStats {
@@ -73,6 +75,10 @@ class ExportReconciler {
 
   void EnqueueVolume(const std::string& volume);
 
+  // The watch-fed cache every read of a resync is served from (null before
+  // Start). The CSI controller reads through it too.
+  const store::StoreCache* cache() const;
+
  private:
   struct AgentView {
     api::AgentRecord record;
@@ -84,7 +90,9 @@ class ExportReconciler {
   using SeenExport = std::optional<const pillar::agent::v1::Export*>;
 
   // One pass for one volume: converge, then record the condition (CAS-retried).
-  StatusOr<ReconcileOutcome> Reconcile(const std::string& volume, const SeenExport& seen);
+  // `fresh` reads the store itself rather than the cache first.
+  StatusOr<ReconcileOutcome> Reconcile(const std::string& volume, const SeenExport& seen,
+                                       bool fresh);
   // Observe, decide, apply and verify; fills out.condition (and `info` when
   // reconciled). False when the volume is being deleted: nothing to record.
   bool Converge(const store::Object& obj, const SeenExport& seen, ReconcileOutcome& out,
@@ -106,7 +114,9 @@ class ExportReconciler {
   void WorkerLoop();
   void ResyncLoop();
   void EpochLoop();
-  Status StartWatches();
+  // Reads from the watch-fed cache once started, from the store before.
+  StatusOr<store::Object> Read(const std::string& kind, const std::string& name) const;
+  StatusOr<std::vector<store::Object>> ReadAll(const std::string& kind) const;
   void RecordFailure(const std::string& volume, bool failed);
 
   // Per-agent bound on concurrent agent calls.
@@ -125,7 +135,8 @@ class ExportReconciler {
   std::set<std::string> queued_;
   std::map<std::string, std::chrono::steady_clock::time_point> not_before_;
   std::map<std::string, int> failures_;
-  std::map<std::string, int64_t> own_writes_;  // key -> resourceVersion we wrote
+  // key -> resourceVersion of our own last status write (its event is ours)
+  std::map<std::string, decltype(store::Object::resource_version)> own_writes_;
   std::map<std::string, int> inflight_;
   std::condition_variable inflight_cv_;
 
@@ -133,8 +144,7 @@ class ExportReconciler {
   std::map<std::string, std::shared_ptr<std::mutex>> volume_locks_;
 
   std::vector<std::thread> threads_;
-  std::vector<std::unique_ptr<store::WatchHandle>> watches_;
-  std::atomic<bool> rewatch_{false};
+  std::unique_ptr<store::StoreCache> cache_;
 };
 
 }  // namespace pillar::controller
