@@ -36,6 +36,8 @@ const char* CodeName(Code code) {
       return "UNAVAILABLE";
     case Code::kDataLoss:
       return "DATA_LOSS";
+    case Code::kUnauthenticated:
+      return "UNAUTHENTICATED";
   }
   return "UNKNOWN";
 }

@@ -27,6 +27,7 @@ enum class Code {
   kInternal = 13,
   kUnavailable = 14,
   kDataLoss = 15,
+  kUnauthenticated = 16,
 };
 
 const char* CodeName(Code code);
@@ -64,6 +65,8 @@ inline Status DeadlineExceeded(std::string m) { return {Code::kDeadlineExceeded,
 inline Status ResourceExhausted(std::string m) { return {Code::kResourceExhausted, std::move(m)}; }
 inline Status OutOfRange(std::string m) { return {Code::kOutOfRange, std::move(m)}; }
 inline Status Unimplemented(std::string m) { return {Code::kUnimplemented, std::move(m)}; }
+inline Status PermissionDenied(std::string m) { return {Code::kPermissionDenied, std::move(m)}; }
+inline Status Unauthenticated(std::string m) { return {Code::kUnauthenticated, std::move(m)}; }
 
 template <typename T>
 class StatusOr {
