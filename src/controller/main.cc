@@ -11,10 +11,10 @@
 #include <thread>
 
 #include "api/convert.h"
+#include "common/daemon.h"
 #include "common/fs.h"
 #include "common/grpc_tls.h"
 #include "common/log.h"
-#include "common/signals.h"
 #include "common/validate.h"
 #include "controller/agent_client.h"
 #include "controller/csi_controller.h"
@@ -142,12 +142,8 @@ int Run(int argc, char** argv) {
   app.add_option("--ready-file", ready_file, "write the registry's bound port here once serving");
   CLI11_PARSE(app, argc, argv);
 
-  log::Init("controller", log_level);
-  TerminationSignals signals;  // before any thread starts
-  auto fail = [](const Status& s) {
-    log::Error("controller cannot start", {{"error", s.ToString()}});
-    return 2;
-  };
+  GrpcDaemon daemon("controller", log_level);  // before any thread starts
+  auto fail = [&daemon](const Status& s) { return daemon.Fail(s); };
 
   auto opened = store::SqliteStore::Open({store_path});
   if (!opened.ok()) return fail(opened.status());
@@ -172,31 +168,19 @@ int Run(int argc, char** argv) {
   CsiController controller(*store, directory, reconciler, leader);
   NodeRegistryService registry(*store, clock);
 
-  if (csi_endpoint.rfind("unix://", 0) == 0) {
-    std::string path = csi_endpoint.substr(7);
-    unlink(path.c_str());  // a stale socket from a previous run
+  // Two servers: the CSI services stay on the local socket, never on the
+  // registry's TCP port.
+  if (Status s = daemon.Serve({{csi_endpoint, grpc::InsecureServerCredentials()}},
+                              {&identity, &controller});
+      !s.ok()) {
+    return fail(s);
   }
-  grpc::ServerBuilder csi_builder;
-  csi_builder.AddListeningPort(csi_endpoint, grpc::InsecureServerCredentials());
-  csi_builder.RegisterService(&identity);
-  csi_builder.RegisterService(&controller);
-  auto csi_server = csi_builder.BuildAndStart();
-  if (!csi_server) return fail(Unavailable("cannot listen on " + csi_endpoint));
-
-  std::shared_ptr<grpc::ServerCredentials> reg_creds;
-  if (registry_insecure) {
-    reg_creds = grpc::InsecureServerCredentials();
-  } else {
-    auto c = MutualTlsServerCredentials(registry_tls);
-    if (!c.ok()) return fail(c.status());
-    reg_creds = *c;
-  }
-  grpc::ServerBuilder reg_builder;
+  auto reg_creds = ListenerCredentials(registry_tls, registry_insecure);
+  if (!reg_creds.ok()) return fail(reg_creds.status());
   int reg_port = 0;
-  reg_builder.AddListeningPort(registry_listen, reg_creds, &reg_port);
-  reg_builder.RegisterService(&registry);
-  auto reg_server = reg_builder.BuildAndStart();
-  if (!reg_server) return fail(Unavailable("cannot listen on " + registry_listen));
+  if (Status s = daemon.Serve({{registry_listen, *reg_creds, &reg_port}}, {&registry}); !s.ok()) {
+    return fail(s);
+  }
   log::Info("controller serving", {{"csi", csi_endpoint},
                                    {"registry", registry_listen},
                                    {"registryPort", reg_port},
@@ -209,13 +193,9 @@ int Run(int argc, char** argv) {
     }
   }
 
-  int sig = signals.Wait();
-  log::Info("controller stopping", {{"signal", sig}});
-  auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(1);
-  csi_server->Shutdown(deadline);
-  reg_server->Shutdown(deadline);
+  int code = daemon.WaitAndShutdown(std::chrono::seconds(1));
   reconciler.Stop();
-  return 0;
+  return code;
 }
 
 }  // namespace

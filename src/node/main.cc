@@ -1,21 +1,19 @@
 // pillar-node: CSI Identity + Node on a unix socket, identity reporting to
 // the controller's node registry, and the self-healing loop.
 #include <grpcpp/grpcpp.h>
-#include <pthread.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cctype>
 #include <condition_variable>
-#include <csignal>
 #include <thread>
 
 #include "common/clock.h"
+#include "common/daemon.h"
 #include "common/exec.h"
 #include "common/fs.h"
 #include "common/grpc_tls.h"
 #include "common/log.h"
-#include "common/signals.h"
 #include "common/validate.h"
 #include "node/attach/iscsi.h"
 #include "node/attach/nvme.h"
@@ -120,24 +118,18 @@ int Run(int argc, char** argv) {
   app.add_option("--log-level", log_level, "debug, info, warn, error");
   CLI11_PARSE(app, argc, argv);
 
-  log::Init("node", log_level);
-  auto fail = [](const Status& s) {
-    log::Error("node plugin cannot start", {{"error", s.ToString()}});
-    return 2;
-  };
+  GrpcDaemon daemon("node", log_level, "node plugin");  // before any thread starts
   if (id_opts.node_id.empty()) id_opts.node_id = DefaultNodeId();
-  if (Status s = validate::ObjectName("--node-id", id_opts.node_id); !s.ok()) return fail(s);
+  if (Status s = validate::ObjectName("--node-id", id_opts.node_id); !s.ok()) return daemon.Fail(s);
   for (const auto& a : id_opts.static_addresses) {
-    if (Status s = validate::IpAddress("--node-address", a); !s.ok()) return fail(s);
+    if (Status s = validate::IpAddress("--node-address", a); !s.ok()) return daemon.Fail(s);
   }
   auto id_every = ParseDuration("--identity-interval", identity_interval);
-  if (!id_every.ok()) return fail(id_every.status());
+  if (!id_every.ok()) return daemon.Fail(id_every.status());
   auto heal_every = ParseDuration("--selfheal-interval", selfheal_interval);
-  if (!heal_every.ok()) return fail(heal_every.status());
+  if (!heal_every.ok()) return daemon.Fail(heal_every.status());
   auto dev_timeout = ParseDuration("--device-timeout", device_timeout);
-  if (!dev_timeout.ok()) return fail(dev_timeout.status());
-
-  TerminationSignals signals;  // before any thread starts
+  if (!dev_timeout.ok()) return daemon.Fail(dev_timeout.status());
 
   SystemExec exec;
   PosixFs fs;
@@ -150,7 +142,7 @@ int Run(int argc, char** argv) {
   NfsMounter nfs(exec);
   DeviceFormatter formatter(exec);
   StageRecordStore records(fs, JoinPath(state_dir, "volumes"));
-  if (Status s = records.Init(); !s.ok()) return fail(s);
+  if (Status s = records.Init(); !s.ok()) return daemon.Fail(s);
   NamedLocks volume_locks, connection_locks;
   Attachers attachers{&nvme, &iscsi};
   NodeCore core(NodeDeps{fs, mounter, attachers, nfs, formatter, records, volume_locks,
@@ -160,17 +152,11 @@ int Run(int argc, char** argv) {
 
   CsiNodeIdentity identity;
   CsiNode node(core, id_opts.node_id);
-  if (csi_endpoint.rfind("unix://", 0) == 0) {
-    std::string path = csi_endpoint.substr(7);
-    if (Status s = fs.MakeDirs(path.substr(0, path.rfind('/'))); !s.ok()) return fail(s);
-    unlink(path.c_str());  // a stale socket from a previous run
+  if (Status s =
+          daemon.Serve({{csi_endpoint, grpc::InsecureServerCredentials()}}, {&identity, &node});
+      !s.ok()) {
+    return daemon.Fail(s);
   }
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort(csi_endpoint, grpc::InsecureServerCredentials());
-  builder.RegisterService(&identity);
-  builder.RegisterService(&node);
-  auto server = builder.BuildAndStart();
-  if (!server) return fail(Unavailable("cannot listen on " + csi_endpoint));
 
   std::unique_ptr<GrpcRegistryClient> registry;
   std::unique_ptr<IdentitySource> id_source;
@@ -182,7 +168,7 @@ int Run(int argc, char** argv) {
       creds = grpc::InsecureChannelCredentials();
     } else {
       auto c = MutualTlsChannelCredentials(registry_tls);
-      if (!c.ok()) return fail(c.status());
+      if (!c.ok()) return daemon.Fail(c.status());
       creds = *c;
     }
     grpc::ChannelArguments args;
@@ -217,12 +203,10 @@ int Run(int argc, char** argv) {
                                     {"stateDir", state_dir},
                                     {"sysfsRoot", sysfs_root}});
 
-  int sig = signals.Wait();
-  log::Info("node plugin stopping", {{"signal", sig}});
-  heal_ticker.Stop();
-  if (id_ticker) id_ticker->Stop();
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  return 0;
+  return daemon.WaitAndShutdown(std::chrono::seconds(5), [&] {
+    heal_ticker.Stop();
+    if (id_ticker) id_ticker->Stop();
+  });
 }
 
 }  // namespace

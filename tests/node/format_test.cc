@@ -91,7 +91,10 @@ TEST(NodeFormat, BlkidErrorRefusesToFormat) {
     exec.OnOutput({"blkid"}, "", code, "error: /dev/nvme0n1: Input/output error\n");
     DeviceFormatter f(exec);
     auto fs = f.EnsureFilesystem(kDev, "ext4");
-    EXPECT_FALSE(fs.ok());
+    EXPECT_EQ(fs.status().code(), Code::kInternal) << code;
+    EXPECT_NE(fs.status().message().find("cannot tell whether the device is blank"),
+              std::string::npos)
+        << fs.status().message();
     EXPECT_FALSE(RanMkfs(exec)) << code;
   }
   FakeExec missing;  // blkid cannot even run

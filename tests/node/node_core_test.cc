@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <cstring>
+#include <future>
+#include <thread>
+
 #include "common/fake_exec.h"
 #include "common/temp_dir.h"
 #include "node/attach/iscsi.h"
@@ -22,6 +27,31 @@ using testing::WriteText;
 constexpr const char* kNqn = "nqn.2026-01.com.bhyoo.pillar:tank.pvc-1";
 constexpr const char* kHostNqn =
     "nqn.2014-08.org.nvmexpress:uuid:5d1b5a2e-8a5b-4bd5-9c1e-0c7b1f1a2b3c";
+
+// Holds `name` on a thread of its own, as a running operation would, until
+// destroyed.
+class HeldLock {
+ public:
+  HeldLock(NamedLocks& locks, const std::string& name)
+      : thread_([this, &locks, name] {
+          auto guard = locks.Lock(name);
+          held_.set_value();
+          release_.get_future().wait();
+        }) {
+    held_.get_future().wait();
+  }
+  ~HeldLock() {
+    release_.set_value();
+    thread_.join();
+  }
+  HeldLock(const HeldLock&) = delete;
+  HeldLock& operator=(const HeldLock&) = delete;
+
+ private:
+  std::promise<void> held_;
+  std::promise<void> release_;
+  std::thread thread_;
+};
 
 int CountCalls(FakeExec& exec, const std::string& prefix) {
   int n = 0;
@@ -54,6 +84,7 @@ class Node {
   NodeCore& core() { return core_; }
   SelfHealer& healer() { return healer_; }
   StageRecordStore& records() { return records_; }
+  NamedLocks& volume_locks() { return volume_locks_; }
 
  private:
   PosixFs fs_;
@@ -77,12 +108,7 @@ class NodeCoreTest : public ::testing::Test {
     std::filesystem::create_directories(tmp_.Sub("kubelet"));
     // The target: connecting creates the subsystem, controller and the
     // namespaces this test exported.
-    exec_.On({"nvme", "connect"}, [this](const Command&) -> StatusOr<ExecResult> {
-      sys_.AddSubsystem(0, kNqn);
-      sys_.AddController(0, 0, kNqn, "10.0.0.1", 4420);
-      for (int64_t nsid : exported_) sys_.AddNamespace(0, static_cast<int>(nsid), 0, nsid);
-      return ExecResult{0, "", ""};
-    });
+    exec_.On({"nvme", "connect"}, [this](const Command&) { return ConnectTarget(); });
     exec_.On({"nvme", "disconnect"}, [this](const Command&) -> StatusOr<ExecResult> {
       sys_.RemoveSubsystem(0);
       for (int64_t nsid : exported_) sys_.RemoveNamespace(0, static_cast<int>(nsid));
@@ -123,6 +149,12 @@ class NodeCoreTest : public ::testing::Test {
     return p;
   }
   NodeCore& core() { return node_->core(); }
+  StatusOr<ExecResult> ConnectTarget() {
+    sys_.AddSubsystem(0, kNqn);
+    sys_.AddController(0, 0, kNqn, "10.0.0.1", 4420);
+    for (int64_t nsid : exported_) sys_.AddNamespace(0, static_cast<int>(nsid), 0, nsid);
+    return ExecResult{0, "", ""};
+  }
 
   TempDir tmp_;
   FakeExec exec_;
@@ -468,6 +500,208 @@ TEST_F(NodeCoreTest, SelfHealingRescansAMissingDeviceAndReconnects) {
   ASSERT_EQ(exec_.calls().size(), 1u);
   EXPECT_EQ(exec_.calls()[0][1], "connect");
   EXPECT_EQ(CountCalls(exec_, "nvme disconnect"), 0);
+}
+
+// CSI: a second call for a volume with an operation pending is ABORTED, and
+// runs nothing.
+TEST_F(NodeCoreTest, EveryOperationOnAVolumeAlreadyInProgressIsAborted) {
+  ASSERT_TRUE(core().Stage(Stage()).ok());
+  ASSERT_TRUE(core().Publish(Publish()).ok());
+  exec_.ClearCalls();
+  mounter_.mount_calls.clear();
+  HeldLock in_progress(node_->volume_locks(), "pvc-1");
+  EXPECT_EQ(core().Stage(Stage()).code(), Code::kAborted);
+  EXPECT_EQ(core().Publish(Publish()).code(), Code::kAborted);
+  EXPECT_EQ(core().Unpublish("pvc-1", Target()).code(), Code::kAborted);
+  EXPECT_EQ(core().Unstage("pvc-1", Staging()).code(), Code::kAborted);
+  Status expand = core().Expand("pvc-1", Target(), 0).status();
+  EXPECT_EQ(expand.code(), Code::kAborted);
+  EXPECT_NE(expand.message().find("pvc-1"), std::string::npos) << expand.message();
+  EXPECT_TRUE(exec_.calls().empty());
+  EXPECT_TRUE(mounter_.mount_calls.empty());
+  EXPECT_TRUE(mounter_.unmount_calls.empty());
+  EXPECT_TRUE(mounter_.IsMounted(Target()));
+  // Another volume is not held up.
+  exported_ = {1, 2};
+  sys_.AddNamespace(0, 2, 0, 2);
+  EXPECT_TRUE(core().Stage(Stage("pvc-2", 2)).ok());
+}
+
+// The same, with a real NodeStage blocked in nvme connect: the lock must be
+// held for the whole stage, not just taken and dropped.
+TEST_F(NodeCoreTest, CallsDuringARunningStageAreAbortedAndConnectOnce) {
+  std::promise<void> entered;
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<int> connects{0};
+  exec_.On({"nvme", "connect"}, [&](const Command&) -> StatusOr<ExecResult> {
+    if (connects++ == 0) {
+      entered.set_value();
+      // Bounded, so a broken lock fails the test instead of hanging it.
+      released.wait_for(std::chrono::seconds(10));
+    }
+    return ConnectTarget();
+  });
+  Status first;
+  std::thread stage([&] { first = core().Stage(Stage()); });
+  bool running =
+      entered.get_future().wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  EXPECT_TRUE(running);
+  if (running) {
+    Status publish = core().Publish(Publish());
+    EXPECT_EQ(publish.code(), Code::kAborted) << publish.ToString();
+    Status again = core().Stage(Stage());
+    EXPECT_EQ(again.code(), Code::kAborted) << again.ToString();
+    Status unstage = core().Unstage("pvc-1", Staging());
+    EXPECT_EQ(unstage.code(), Code::kAborted) << unstage.ToString();
+  }
+  release.set_value();
+  stage.join();
+  EXPECT_TRUE(first.ok()) << first.ToString();
+  EXPECT_EQ(connects.load(), 1);
+  EXPECT_EQ(node_->records().Get("pvc-1")->state, "staged");
+  EXPECT_TRUE(core().Publish(Publish()).ok());  // and once staged, publish works
+}
+
+// CSI: staged at this path but incompatible with the request: ALREADY_EXISTS,
+// and the staged volume is left as it is.
+TEST_F(NodeCoreTest, StageAtTheSamePathWithOtherParametersIsAlreadyExists) {
+  ASSERT_TRUE(core().Stage(Stage()).ok());
+  exec_.ClearCalls();
+
+  StageRequest block = Stage();
+  block.block = true;
+  Status s = core().Stage(block);
+  EXPECT_EQ(s.code(), Code::kAlreadyExists) << s.ToString();
+  EXPECT_NE(s.message().find("access type"), std::string::npos) << s.message();
+
+  StageRequest other_target = Stage();
+  other_target.context["targetID"] = "nqn.2026-01.com.bhyoo.pillar:tank.pvc-other";
+  s = core().Stage(other_target);
+  EXPECT_EQ(s.code(), Code::kAlreadyExists) << s.ToString();
+
+  StageRequest other_protocol = Stage();
+  other_protocol.context["protocol"] = "iscsi";
+  other_protocol.context["targetID"] = "iqn.2026-01.com.bhyoo.pillar:tank.pvc-1";
+  other_protocol.context["port"] = "3260";
+  s = core().Stage(other_protocol);
+  EXPECT_EQ(s.code(), Code::kAlreadyExists) << s.ToString();
+
+  EXPECT_TRUE(exec_.calls().empty());
+  EXPECT_EQ(mounter_.mount_calls.size(), 1u);
+  EXPECT_TRUE(mounter_.unmount_calls.empty());
+  auto rec = node_->records().Get("pvc-1");
+  ASSERT_TRUE(rec.ok());
+  EXPECT_FALSE(rec->block);
+  EXPECT_EQ(rec->target.target_id, kNqn);
+  EXPECT_EQ(rec->state, "staged");
+}
+
+// CSI: NodePublish before NodeStage has finished is FAILED_PRECONDITION. A
+// stage that stopped half-way ("attaching") is not staged.
+TEST_F(NodeCoreTest, PublishOfAnUnfinishedStageIsFailedPreconditionAndMountsNothing) {
+  exec_.OnOutput({"blkid"}, "", 8, "ambivalent\n");
+  ASSERT_FALSE(core().Stage(Stage()).ok());
+  ASSERT_EQ(node_->records().Get("pvc-1")->state, "attaching");
+  Status s = core().Publish(Publish());
+  EXPECT_EQ(s.code(), Code::kFailedPrecondition) << s.ToString();
+  EXPECT_NE(s.message().find("still being staged"), std::string::npos) << s.message();
+  EXPECT_TRUE(mounter_.mount_calls.empty());
+  EXPECT_FALSE(std::filesystem::exists(Target()));
+
+  PublishRequest block = Publish();
+  block.block = true;
+  EXPECT_EQ(core().Publish(block).code(), Code::kFailedPrecondition);
+  EXPECT_TRUE(mounter_.mount_calls.empty());
+}
+
+TEST_F(NodeCoreTest, PublishAtAnotherStagingPathIsFailedPrecondition) {
+  ASSERT_TRUE(core().Stage(Stage()).ok());
+  PublishRequest p = Publish();
+  p.staging_path = tmp_.Sub("kubelet/elsewhere");
+  EXPECT_EQ(core().Publish(p).code(), Code::kFailedPrecondition);
+  EXPECT_EQ(mounter_.mount_calls.size(), 1u);  // the stage's own mount only
+}
+
+// Data safety: only a device blkid finds blank is ever formatted.
+TEST_F(NodeCoreTest, DevicesThatAreNotBlankAreNeverFormattedNorMounted) {
+  for (const char* probe :
+       {"DEVNAME=/dev/nvme0n1\nPTUUID=6f1f0f6e\nPTTYPE=gpt\n", "DEVNAME=/dev/nvme0n1\nPTTYPE=dos\n",
+        "DEVNAME=/dev/nvme0n1\nTYPE=LVM2_member\nUSAGE=raid\n",
+        "DEVNAME=/dev/nvme0n1\nTYPE=crypto_LUKS\nUSAGE=crypto\n",
+        "DEVNAME=/dev/nvme0n1\nTYPE=swap\nUSAGE=other\n",
+        "DEVNAME=/dev/nvme0n1\nUUID=0b5b3d4e\n"}) {
+    exec_.OnOutput({"blkid"}, probe);
+    Status s = core().Stage(Stage());
+    EXPECT_EQ(s.code(), Code::kFailedPrecondition) << probe << s.ToString();
+    EXPECT_EQ(CountCalls(exec_, "mkfs"), 0) << probe;
+    EXPECT_TRUE(mounter_.mount_calls.empty()) << probe;
+    EXPECT_EQ(node_->records().Get("pvc-1")->state, "attaching") << probe;
+  }
+  EXPECT_EQ(CountCalls(exec_, "blkid"), 6);
+}
+
+TEST_F(NodeCoreTest, ReadOnlyStageOfABlankDeviceNeverFormats) {
+  StageRequest r = Stage();
+  r.read_only = true;
+  Status s = core().Stage(r);
+  EXPECT_EQ(s.code(), Code::kFailedPrecondition) << s.ToString();
+  EXPECT_NE(s.message().find("no file system to mount read-only"), std::string::npos)
+      << s.message();
+  EXPECT_EQ(CountCalls(exec_, "mkfs"), 0);
+  EXPECT_TRUE(mounter_.mount_calls.empty());
+
+  exec_.OnOutput({"blkid"}, "DEVNAME=/dev/nvme0n1\nTYPE=ext4\nUSAGE=filesystem\n");
+  ASSERT_TRUE(core().Stage(r).ok());
+  EXPECT_EQ(CountCalls(exec_, "mkfs"), 0);
+  ASSERT_EQ(mounter_.mount_calls.size(), 1u);
+  EXPECT_TRUE(mounter_.mount_calls[0].read_only);
+}
+
+TEST_F(NodeCoreTest, StagingPathHoldingAnotherDeviceIsFailedPreconditionNeverFormatted) {
+  std::filesystem::create_directories(Staging());
+  mounter_.AddMount({"/dev/sdz", Staging(), "ext4"});
+  Status s = core().Stage(Stage());
+  EXPECT_EQ(s.code(), Code::kFailedPrecondition) << s.ToString();
+  EXPECT_EQ(CountCalls(exec_, "blkid"), 0);
+  EXPECT_EQ(CountCalls(exec_, "mkfs"), 0);
+  EXPECT_TRUE(mounter_.mount_calls.empty());
+}
+
+// Seed 000 for every errno a dead or denied mount answers stat with: the
+// unmount still happens, for publish and staging paths alike.
+TEST_F(NodeCoreTest, UnmountHappensEvenWhenStatFails) {
+  for (int err : {EACCES, EIO, ESTALE, ENOTCONN}) {
+    SCOPED_TRACE(strerror(err));
+    ASSERT_TRUE(core().Stage(Stage()).ok());
+    ASSERT_TRUE(core().Publish(Publish()).ok());
+    mounter_.SetStatErr(Target(), err);
+    Status s = core().Unpublish("pvc-1", Target());
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_FALSE(mounter_.IsMounted(Target()));
+
+    mounter_.SetStatErr(Staging(), err);
+    exec_.ClearCalls();
+    s = core().Unstage("pvc-1", Staging());
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_FALSE(mounter_.IsMounted(Staging()));
+    EXPECT_EQ(CountCalls(exec_, "nvme disconnect"), 1);
+    EXPECT_EQ(node_->records().Get("pvc-1").status().code(), Code::kNotFound);
+  }
+}
+
+// A path this mount namespace does not list but whose stat fails may be
+// mounted under another spelling: umount2 is asked, not skipped.
+TEST_F(NodeCoreTest, UnlistedPathWhoseStatFailsIsStillUnmounted) {
+  for (int err : {EACCES, EIO, ESTALE, ENOTCONN}) {
+    SCOPED_TRACE(strerror(err));
+    mounter_.unmount_calls.clear();
+    mounter_.SetStatErr(Target(), err);
+    Status s = core().Unpublish("pvc-1", Target());
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    ASSERT_EQ(mounter_.unmount_calls.size(), 1u);
+    EXPECT_EQ(mounter_.unmount_calls[0].first, Target());
+  }
 }
 
 class NodeNfsTest : public NodeCoreTest {

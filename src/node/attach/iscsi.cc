@@ -6,6 +6,7 @@
 #include "common/log.h"
 #include "common/validate.h"
 #include "node/attach/sysfs_util.h"
+#include "node/attach/wait_for_device.h"
 
 namespace pillar::node {
 namespace {
@@ -150,8 +151,9 @@ std::optional<std::string> IscsiAttacher::FindDevice(const RemoteTarget& t) {
   return std::nullopt;
 }
 
-int IscsiAttacher::RescanSessions(const RemoteTarget& t) {
+StatusOr<int> IscsiAttacher::RescanSessions(const RemoteTarget& t) {
   int n = 0;
+  std::string failures;
   for (const auto& s : sysfs_.SessionsTo(t.target_id, t.address, t.port)) {
     Command cmd{{"iscsiadm", "-m", "session", "-r", std::to_string(s.sid), "--rescan"},
                 {},
@@ -160,36 +162,32 @@ int IscsiAttacher::RescanSessions(const RemoteTarget& t) {
     ++n;
     if (!r.ok() || r->exit_code != 0) {
       log::Warn("iscsi session rescan failed", {{"sid", s.sid}, {"error", ErrText(r)}});
+      failures += (failures.empty() ? "session " : "; session ") + std::to_string(s.sid) + ": " +
+                  ErrText(r);
     }
+  }
+  if (!failures.empty()) {
+    return Internal("iscsiadm session rescan of " + t.target_id + " failed (" + failures + ")");
   }
   return n;
 }
 
 StatusOr<std::string> IscsiAttacher::Attach(const RemoteTarget& t) {
   RETURN_IF_ERROR(ValidateTarget(t));
-  bool was_connected = !sysfs_.SessionsTo(t.target_id, t.address, t.port).empty();
-  if (!was_connected) RETURN_IF_ERROR(Login(t));
-  const auto start = clock_.SteadyNow();
-  const auto deadline = start + std::chrono::milliseconds(options_.device_timeout_ms);
-  const auto rescan_every = std::chrono::milliseconds(options_.rescan_after_ms);
-  auto next_rescan = was_connected ? start : start + rescan_every;
-  int rescans = 0;
-  while (true) {
+  AttachSteps steps;
+  steps.target = "LUN " + std::to_string(t.lun) + " of " + t.target_id + " at " + Portal(t);
+  steps.rescan_name = "session rescan";
+  steps.connected = [&] { return !sysfs_.SessionsTo(t.target_id, t.address, t.port).empty(); };
+  steps.connect = [&] { return Login(t); };
+  steps.find_device = [&]() -> std::optional<std::string> {
     if (auto dev = FindDevice(t)) return "/dev/" + *dev;
-    auto now = clock_.SteadyNow();
-    if (now >= deadline) break;
-    if (now >= next_rescan) {
-      if (RescanSessions(t) > 0) ++rescans;
-      next_rescan = now + rescan_every;
-    }
-    clock_.SleepFor(std::chrono::milliseconds(options_.poll_interval_ms));
-  }
-  size_t sessions = sysfs_.SessionsTo(t.target_id, t.address, t.port).size();
-  return DeadlineExceeded("no block device for LUN " + std::to_string(t.lun) + " of " +
-                          t.target_id + " at " + Portal(t) + " after " +
-                          std::to_string(options_.device_timeout_ms / 1000) +
-                          "s: " + std::to_string(sessions) + " session(s), " +
-                          std::to_string(rescans) + " session rescan round(s) found nothing");
+    return std::nullopt;
+  };
+  steps.rescan = [&] { return RescanSessions(t); };
+  steps.describe_connection = [&] {
+    return std::to_string(sysfs_.SessionsTo(t.target_id, t.address, t.port).size()) + " session(s)";
+  };
+  return ConnectAndWaitForDevice(clock_, options_, steps);
 }
 
 Status IscsiAttacher::Detach(const RemoteTarget& t) {
@@ -242,7 +240,8 @@ Status IscsiAttacher::Heal(const RemoteTarget& t) {
 
 Status IscsiAttacher::Rescan(const RemoteTarget& t) {
   RETURN_IF_ERROR(ValidateTarget(t));
-  if (RescanSessions(t) == 0) {
+  // A failed rescan still found sessions: that is not "no session".
+  if (auto ran = RescanSessions(t); ran.ok() && *ran == 0) {
     return FailedPrecondition("no iSCSI session to " + t.target_id + " at " + Portal(t));
   }
   return Status::Ok();

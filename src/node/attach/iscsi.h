@@ -62,7 +62,9 @@ class IscsiAttacher : public BlockAttacher {
  private:
   Status Login(const RemoteTarget& t);
   std::optional<std::string> FindDevice(const RemoteTarget& t);
-  int RescanSessions(const RemoteTarget& t);
+  // Rescans every session to t; returns how many, or which of them failed
+  // (each failure is logged too).
+  StatusOr<int> RescanSessions(const RemoteTarget& t);
 
   Exec& exec_;
   Clock& clock_;

@@ -2,6 +2,7 @@
 
 #include "common/log.h"
 #include "common/validate.h"
+#include "node/attach/wait_for_device.h"
 
 namespace pillar::node {
 namespace {
@@ -85,60 +86,51 @@ Status NvmeAttacher::Connect(const RemoteTarget& t) {
                      std::to_string(t.port) + " failed (" + why + ")");
 }
 
-int NvmeAttacher::RescanControllers(const NvmeSubsystem& sub) {
+StatusOr<int> NvmeAttacher::RescanControllers(const NvmeSubsystem& sub) {
   int n = 0;
+  std::string failures;
   for (const auto& c : sub.controllers) {
     if (c.state != "live") continue;
     Command cmd{{"nvme", "ns-rescan", "/dev/" + c.name}, {}, kRescanTimeout};
     auto r = exec_.Run(cmd);
     ++n;
     if (!r.ok() || r->exit_code != 0) {
-      log::Warn(
-          "nvme ns-rescan failed",
-          {{"controller", c.name}, {"error", r.ok() ? TrimSpace(r->err) : r.status().message()}});
+      std::string why = r.ok() ? TrimSpace(r->err) : r.status().message();
+      log::Warn("nvme ns-rescan failed", {{"controller", c.name}, {"error", why}});
+      failures += (failures.empty() ? "" : "; ") + c.name + ": " + why;
     }
+  }
+  if (!failures.empty()) {
+    return Internal("nvme ns-rescan on " + sub.nqn + " failed (" + failures + ")");
   }
   return n;
 }
 
 StatusOr<std::string> NvmeAttacher::Attach(const RemoteTarget& t) {
   RETURN_IF_ERROR(ValidateTarget(t));
-  auto sub = sysfs_.FindSubsystem(t.target_id);
-  bool was_connected = PathTo(t, sub ? &*sub : nullptr) != PathState::kNone;
-  if (!was_connected) RETURN_IF_ERROR(Connect(t));
-
-  const auto start = clock_.SteadyNow();
-  const auto deadline = start + std::chrono::milliseconds(options_.device_timeout_ms);
-  const auto rescan_every = std::chrono::milliseconds(options_.rescan_after_ms);
-  // On a subsystem that was connected before, a missing device means a missed
-  // namespace notification (seed 003): rescan at once. After a fresh connect
-  // the kernel's own scan gets rescan_after_ms first.
-  auto next_rescan = was_connected ? start : start + rescan_every;
-  int rescans = 0;
-  while (true) {
+  AttachSteps steps;
+  steps.target = Describe(t);
+  steps.rescan_name = "nvme ns-rescan";
+  steps.connected = [&] {
+    auto sub = sysfs_.FindSubsystem(t.target_id);
+    return PathTo(t, sub ? &*sub : nullptr) != PathState::kNone;
+  };
+  steps.connect = [&] { return Connect(t); };
+  steps.find_device = [&]() -> std::optional<std::string> {
     if (auto dev = sysfs_.FindNamespaceDevice(t.target_id, t.nsid)) return "/dev/" + *dev;
-    auto now = clock_.SteadyNow();
-    if (now >= deadline) break;
-    if (now >= next_rescan) {
-      if (auto s = sysfs_.FindSubsystem(t.target_id)) {
-        int ran = RescanControllers(*s);
-        if (ran > 0) {
-          ++rescans;
-          log::Info("nvme namespace missing on a connected subsystem; rescanned",
-                    {{"nqn", t.target_id}, {"nsid", t.nsid}, {"controllers", ran}});
-        }
-      }
-      next_rescan = now + rescan_every;
-    }
-    clock_.SleepFor(std::chrono::milliseconds(options_.poll_interval_ms));
-  }
-  auto s = sysfs_.FindSubsystem(t.target_id);
-  std::string state = !s ? "the subsystem is not connected"
-                         : "the subsystem is connected through " +
-                               std::to_string(s->controllers.size()) + " controller(s)";
-  return DeadlineExceeded("no block device for " + Describe(t) + " after " +
-                          std::to_string(options_.device_timeout_ms / 1000) + "s: " + state + ", " +
-                          std::to_string(rescans) + " nvme ns-rescan round(s) found nothing");
+    return std::nullopt;
+  };
+  steps.rescan = [&]() -> StatusOr<int> {
+    auto sub = sysfs_.FindSubsystem(t.target_id);
+    return sub ? RescanControllers(*sub) : 0;
+  };
+  steps.describe_connection = [&] {
+    auto sub = sysfs_.FindSubsystem(t.target_id);
+    return !sub ? std::string("the subsystem is not connected")
+                : "the subsystem is connected through " + std::to_string(sub->controllers.size()) +
+                      " controller(s)";
+  };
+  return ConnectAndWaitForDevice(clock_, options_, steps);
 }
 
 Status NvmeAttacher::Detach(const RemoteTarget& t) {

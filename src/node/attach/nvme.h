@@ -39,8 +39,9 @@ class NvmeAttacher : public BlockAttacher {
   // The state of this host's controller to t.address:t.port in the subsystem.
   PathState PathTo(const RemoteTarget& t, const NvmeSubsystem* sub);
   Status Connect(const RemoteTarget& t);
-  // ns-rescan on every live controller of the subsystem; returns how many ran.
-  int RescanControllers(const NvmeSubsystem& sub);
+  // ns-rescan on every live controller of the subsystem; returns how many
+  // ran, or which of them failed (each failure is logged too).
+  StatusOr<int> RescanControllers(const NvmeSubsystem& sub);
 
   Exec& exec_;
   Fs& fs_;
