@@ -19,8 +19,9 @@ class ChildProcess {
  public:
   ~ChildProcess() { Stop(); }
 
-  // Starts argv (argv[0] a path) and waits up to 10 s for a positive port
-  // number in `ready_file`; 0 when the child exited or never got ready.
+  // Starts argv (argv[0] a path) and waits for a positive port number in
+  // `ready_file`; 0 when the child exited or was not ready within 60 s (a
+  // ceiling for slow machines: readiness normally takes well under 1 s).
   int StartAndWaitForPort(std::vector<std::string> args, const std::string& log,
                           const std::string& ready_file) {
     unlink(ready_file.c_str());
@@ -34,7 +35,8 @@ class ChildProcess {
       execv(argv[0], argv.data());
       _exit(127);
     }
-    for (int i = 0; i < 200; ++i) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (std::chrono::steady_clock::now() < deadline) {
       std::ifstream in(ready_file);
       int port = 0;
       if (in >> port && port > 0) return port;

@@ -35,7 +35,9 @@ TEST(SystemExecTest, TimesOutAndKillsTheProcessGroup) {
   auto start = std::chrono::steady_clock::now();
   auto r = exec.Run(c);
   EXPECT_EQ(r.status().code(), Code::kDeadlineExceeded);
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  // Well below the 30 s the children would live if they were not killed, and
+  // far above the ~0.2 s it takes, so a slow machine does not fail it.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(25));
 }
 
 TEST(SystemExecTest, MissingProgramIsNotFound) {

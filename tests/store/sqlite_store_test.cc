@@ -162,7 +162,7 @@ TEST(SqliteStoreTest, WatchThatFallsBehindTheHistoryReportsOutOfRange) {
   Object o = *store->Create(Obj(kPillarAgent, "a"));
   {
     std::unique_lock lock(mu);
-    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(5), [&] { return delivered == 1; }));
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(60), [&] { return delivered == 1; }));
   }
   for (int i = 0; i < 30; ++i) {
     o.status["i"] = i;
@@ -171,7 +171,7 @@ TEST(SqliteStoreTest, WatchThatFallsBehindTheHistoryReportsOutOfRange) {
   std::unique_lock lock(mu);
   release = true;
   cv.notify_all();
-  ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(5), [&] { return error.has_value(); }));
+  ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(60), [&] { return error.has_value(); }));
   EXPECT_EQ(error->code(), Code::kOutOfRange);
   EXPECT_NE(error->message().find("compacted"), std::string::npos);
   EXPECT_EQ(delivered, 1);
@@ -226,7 +226,10 @@ TEST(SqliteStoreTest, WatchOutlivesTheStoreObject) {
   store.reset();
   auto writer = MustOpen(OptionsFor(tmp.path()));
   ASSERT_TRUE(writer->Create(Obj(kPillarNode, "n")).ok());
-  for (int i = 0; i < 250 && events == 0; ++i) std::this_thread::sleep_for(milliseconds(20));
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (events == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
   EXPECT_EQ(events, 1);
 }
 

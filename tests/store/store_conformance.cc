@@ -29,8 +29,9 @@ namespace {
 
 using std::chrono::milliseconds;
 
-// Long enough for any backend to deliver an event it has (polling included).
-constexpr milliseconds kEventWait{5000};
+// Long enough for any backend to deliver an event it has (polling included),
+// even on a slow machine: a ceiling, never reached when all is well.
+constexpr milliseconds kEventWait{60000};
 // How long we wait to be sure an event that should not come does not.
 constexpr milliseconds kQuiet{400};
 
