@@ -149,6 +149,11 @@ class NodeCoreTest : public ::testing::Test {
     return p;
   }
   NodeCore& core() { return node_->core(); }
+  // The stage record's state, or why there is none.
+  std::string RecordState(const std::string& vol = "pvc-1") {
+    auto rec = node_->records().Get(vol);
+    return rec.ok() ? rec->state : rec.status().ToString();
+  }
   StatusOr<ExecResult> ConnectTarget() {
     sys_.AddSubsystem(0, kNqn);
     sys_.AddController(0, 0, kNqn, "10.0.0.1", 4420);
@@ -559,7 +564,7 @@ TEST_F(NodeCoreTest, CallsDuringARunningStageAreAbortedAndConnectOnce) {
   stage.join();
   EXPECT_TRUE(first.ok()) << first.ToString();
   EXPECT_EQ(connects.load(), 1);
-  EXPECT_EQ(node_->records().Get("pvc-1")->state, "staged");
+  EXPECT_EQ(RecordState(), "staged");
   EXPECT_TRUE(core().Publish(Publish()).ok());  // and once staged, publish works
 }
 
@@ -602,7 +607,7 @@ TEST_F(NodeCoreTest, StageAtTheSamePathWithOtherParametersIsAlreadyExists) {
 TEST_F(NodeCoreTest, PublishOfAnUnfinishedStageIsFailedPreconditionAndMountsNothing) {
   exec_.OnOutput({"blkid"}, "", 8, "ambivalent\n");
   ASSERT_FALSE(core().Stage(Stage()).ok());
-  ASSERT_EQ(node_->records().Get("pvc-1")->state, "attaching");
+  ASSERT_EQ(RecordState(), "attaching");
   Status s = core().Publish(Publish());
   EXPECT_EQ(s.code(), Code::kFailedPrecondition) << s.ToString();
   EXPECT_NE(s.message().find("still being staged"), std::string::npos) << s.message();
@@ -636,7 +641,7 @@ TEST_F(NodeCoreTest, DevicesThatAreNotBlankAreNeverFormattedNorMounted) {
     EXPECT_EQ(s.code(), Code::kFailedPrecondition) << probe << s.ToString();
     EXPECT_EQ(CountCalls(exec_, "mkfs"), 0) << probe;
     EXPECT_TRUE(mounter_.mount_calls.empty()) << probe;
-    EXPECT_EQ(node_->records().Get("pvc-1")->state, "attaching") << probe;
+    EXPECT_EQ(RecordState(), "attaching") << probe;
   }
   EXPECT_EQ(CountCalls(exec_, "blkid"), 6);
 }
@@ -688,6 +693,29 @@ TEST_F(NodeCoreTest, UnmountHappensEvenWhenStatFails) {
     EXPECT_EQ(CountCalls(exec_, "nvme disconnect"), 1);
     EXPECT_EQ(node_->records().Get("pvc-1").status().code(), Code::kNotFound);
   }
+}
+
+// umount2 failing with what a dead or denied file system answers is
+// escalated to MNT_FORCE; any other failure is not.
+TEST_F(NodeCoreTest, UnmountFailingOnADeadFilesystemIsForced) {
+  ASSERT_TRUE(core().Stage(Stage()).ok());
+  for (int err : {EACCES, EPERM, EIO, ESTALE, ENOTCONN}) {
+    SCOPED_TRACE(strerror(err));
+    ASSERT_TRUE(core().Publish(Publish()).ok());
+    mounter_.unmount_calls.clear();
+    mounter_.SetUnmountErr(Target(), UnmountMode::kNormal, err);
+    Status s = core().Unpublish("pvc-1", Target());
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    ASSERT_EQ(mounter_.unmount_calls.size(), 2u);
+    EXPECT_EQ(mounter_.unmount_calls[1].second, UnmountMode::kForce);
+    EXPECT_FALSE(mounter_.IsMounted(Target()));
+  }
+  ASSERT_TRUE(core().Publish(Publish()).ok());
+  mounter_.unmount_calls.clear();
+  mounter_.SetUnmountErr(Target(), UnmountMode::kNormal, ENOMEM);
+  EXPECT_EQ(core().Unpublish("pvc-1", Target()).code(), Code::kInternal);
+  EXPECT_EQ(mounter_.unmount_calls.size(), 1u);
+  EXPECT_TRUE(mounter_.IsMounted(Target()));
 }
 
 // A path this mount namespace does not list but whose stat fails may be
