@@ -104,9 +104,39 @@ StatusOr<std::pair<bool, int64_t>> RegisterNodeIdentity(store::Store& store, Clo
   return Aborted("node " + id.node_id() + " is being registered concurrently; retry");
 }
 
-grpc::Status NodeRegistryService::RegisterNode(grpc::ServerContext*,
+Status TokenReviewAuthorizer::Authorize(const grpc::ServerContext& ctx,
+                                        const std::string& node_id) {
+  const auto& md = ctx.client_metadata();
+  auto it = md.find("authorization");
+  std::string token;
+  if (it != md.end()) {
+    std::string value(it->second.data(), it->second.size());
+    if (value.rfind("Bearer ", 0) == 0) token = value.substr(7);
+  }
+  ASSIGN_OR_RETURN(kube::TokenIdentity who, reviewer_.Review(token));
+  return kube::CheckNodeClaim(who, node_id);
+}
+
+Status NodeRegistryService::Authorize(const grpc::ServerContext* ctx, const std::string& node_id) {
+  if (authorizer_ == nullptr) return Status::Ok();
+  if (ctx == nullptr) return Unauthenticated("no caller context");
+  Status s = authorizer_->Authorize(*ctx, node_id);
+  if (!s.ok()) {
+    log::Warn("node registry: refused", {{"node", node_id},
+                                         {"peer", ctx->peer()},
+                                         {"error", s.ToString()}});
+  }
+  return s;
+}
+
+grpc::Status NodeRegistryService::RegisterNode(grpc::ServerContext* ctx,
                                                const rv1::RegisterNodeRequest* req,
                                                rv1::RegisterNodeResponse* resp) {
+  // Format first (a clear INVALID_ARGUMENT), then who is asking, then the write.
+  if (Status s = validate::ObjectName("identity.node_id", req->identity().node_id()); !s.ok()) {
+    return ToGrpc(s);
+  }
+  if (Status s = Authorize(ctx, req->identity().node_id()); !s.ok()) return ToGrpc(s);
   auto r = RegisterNodeIdentity(store_, clock_, req->identity());
   if (!r.ok()) return ToGrpc(r.status());
   resp->set_changed(r->first);
@@ -114,9 +144,11 @@ grpc::Status NodeRegistryService::RegisterNode(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status NodeRegistryService::GetNode(grpc::ServerContext*, const rv1::GetNodeRequest* req,
+grpc::Status NodeRegistryService::GetNode(grpc::ServerContext* ctx, const rv1::GetNodeRequest* req,
                                           rv1::GetNodeResponse* resp) {
   if (Status s = validate::ObjectName("node_id", req->node_id()); !s.ok()) return ToGrpc(s);
+  // A node reads only its own record.
+  if (Status s = Authorize(ctx, req->node_id()); !s.ok()) return ToGrpc(s);
   auto obj = store_.Get(api::kKindNode, req->node_id());
   if (!obj.ok()) return ToGrpc(obj.status());
   auto rec = api::LoadNode(*obj);

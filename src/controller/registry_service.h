@@ -4,14 +4,37 @@
 #pragma once
 
 #include "common/clock.h"
+#include "kube/token_review.h"
 #include "pillar/registry/v1/registry.grpc.pb.h"
 #include "store/store.h"
 
 namespace pillar::controller {
 
+// Who may report or read a node's identity. Without one, any caller the
+// transport admits may (mutual TLS is then the only barrier).
+class NodeAuthorizer {
+ public:
+  virtual ~NodeAuthorizer() = default;
+  // OK when the caller may act for `node_id`; UNAUTHENTICATED or
+  // PERMISSION_DENIED (naming both nodes) otherwise.
+  virtual Status Authorize(const grpc::ServerContext& ctx, const std::string& node_id) = 0;
+};
+
+// In Kubernetes: the caller presents its pod's projected ServiceAccount token
+// as "authorization: Bearer <token>"; TokenReview names the node it runs on.
+class TokenReviewAuthorizer final : public NodeAuthorizer {
+ public:
+  explicit TokenReviewAuthorizer(kube::TokenReviewer& reviewer) : reviewer_(reviewer) {}
+  Status Authorize(const grpc::ServerContext& ctx, const std::string& node_id) override;
+
+ private:
+  kube::TokenReviewer& reviewer_;
+};
+
 class NodeRegistryService final : public pillar::registry::v1::NodeRegistry::Service {
  public:
-  NodeRegistryService(store::Store& store, Clock& clock) : store_(store), clock_(clock) {}
+  NodeRegistryService(store::Store& store, Clock& clock, NodeAuthorizer* authorizer = nullptr)
+      : store_(store), clock_(clock), authorizer_(authorizer) {}
 
   grpc::Status RegisterNode(grpc::ServerContext*,
                             const pillar::registry::v1::RegisterNodeRequest* req,
@@ -20,8 +43,11 @@ class NodeRegistryService final : public pillar::registry::v1::NodeRegistry::Ser
                        pillar::registry::v1::GetNodeResponse* resp) override;
 
  private:
+  Status Authorize(const grpc::ServerContext* ctx, const std::string& node_id);
+
   store::Store& store_;
   Clock& clock_;
+  NodeAuthorizer* authorizer_;
 };
 
 // Validates and writes one identity; returns whether the record changed.

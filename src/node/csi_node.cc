@@ -216,6 +216,12 @@ Status GrpcRegistryClient::Register(const NodeIdentityInfo& identity) {
   pillar::registry::v1::RegisterNodeResponse resp;
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  if (fs_ != nullptr && !token_file_.empty()) {
+    ASSIGN_OR_RETURN(std::string token, fs_->ReadFile(token_file_));
+    while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
+    if (token.empty()) return Unauthenticated("ServiceAccount token file " + token_file_ + " is empty");
+    ctx.AddMetadata("authorization", "Bearer " + token);
+  }
   Status s = FromGrpc(stub_->RegisterNode(&ctx, req, &resp)).Annotate("register node");
   // A failed call may sit on a connection that can never work again (its
   // local address is gone after an IP change): start over on a new one.

@@ -61,8 +61,13 @@ class CsiNode final : public csi::v1::Node::Service {
 
 class GrpcRegistryClient final : public RegistryClient {
  public:
-  explicit GrpcRegistryClient(std::function<std::shared_ptr<grpc::Channel>()> make_channel)
-      : make_channel_(std::move(make_channel)) {
+  // `token_file`, when set, is the pod's projected ServiceAccount token: it is
+  // read again for every report (the kubelet rotates it) and sent as
+  // "authorization: Bearer <token>", so the controller can check through
+  // TokenReview that this plugin reports its own node.
+  explicit GrpcRegistryClient(std::function<std::shared_ptr<grpc::Channel>()> make_channel,
+                              Fs* fs = nullptr, std::string token_file = "")
+      : make_channel_(std::move(make_channel)), fs_(fs), token_file_(std::move(token_file)) {
     Reconnect();
   }
   Status Register(const NodeIdentityInfo& identity) override;
@@ -70,6 +75,8 @@ class GrpcRegistryClient final : public RegistryClient {
  private:
   void Reconnect();
   std::function<std::shared_ptr<grpc::Channel>()> make_channel_;
+  Fs* fs_;
+  std::string token_file_;
   std::unique_ptr<pillar::registry::v1::NodeRegistry::Stub> stub_;
 };
 

@@ -103,6 +103,9 @@ int Run(int argc, char** argv) {
   app.add_option("--registry-tls-server-name", registry_tls_name,
                  "name the registry's certificate must carry (default: the address host)");
   app.add_flag("--registry-insecure", registry_insecure, "talk to the registry without TLS");
+  std::string registry_token_file;
+  app.add_option("--registry-token-file", registry_token_file,
+                 "projected ServiceAccount token sent with every report (Kubernetes)");
   app.add_option("--state-dir", state_dir, "stage records directory");
   app.add_option("--sysfs-root", sysfs_root, "where sysfs is mounted");
   app.add_option("--host-nqn-file", id_opts.host_nqn_file, "NVMe host NQN file");
@@ -176,9 +179,11 @@ int Run(int argc, char** argv) {
     // A local subchannel pool: a channel made after a failure never reuses
     // the old (possibly dead) connection.
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    registry = std::make_unique<GrpcRegistryClient>([registry_address, creds, args] {
-      return grpc::CreateCustomChannel(registry_address, creds, args);
-    });
+    registry = std::make_unique<GrpcRegistryClient>(
+        [registry_address, creds, args] {
+          return grpc::CreateCustomChannel(registry_address, creds, args);
+        },
+        &fs, registry_token_file);
     id_source = std::make_unique<IdentitySource>(exec, fs, id_opts);
     reporter = std::make_unique<IdentityReporter>(*id_source, *registry);
     id_ticker = std::make_unique<Ticker>(*id_every, [&reporter] {
