@@ -75,11 +75,21 @@ if ! flock -n 9; then
   flock 9
 fi
 
-tmp=""
-cleanup() { [[ -z $tmp ]] || rm -f "$tmp"; }
+# A build killed outright leaves only a .NAME.tmp.PID file, never NAME; sweep those.
+rm -f "$bindir"/.*.tmp.*
+
+tmp="" bpid=""
+cleanup() {
+  # The go build runs in its own process group (setsid) so an interrupt stops
+  # the compilers too, at once, not after the build.
+  if [[ -n $bpid ]]; then kill -TERM -- "-$bpid" 2>/dev/null || kill -TERM "$bpid" 2>/dev/null; wait "$bpid" 2>/dev/null; fi
+  [[ -z $tmp ]] || rm -f "$tmp"
+}
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+setsid=()
+command -v setsid >/dev/null && setsid=(setsid -w)
 
 # Version stamps the upstream release build would set; without them the
 # binaries report v0.0.0-master.
@@ -114,7 +124,10 @@ for t in "${tools[@]}"; do
   esac
   tmp=$bindir/.$name.tmp.$$
   start=$(date +%s)
-  (cd "$moddir" && nice -n 10 "$go_cmd" build -trimpath -ldflags="$ldflags" -o "$tmp" "$pkg")
+  (cd "$moddir" && exec "${setsid[@]}" nice -n 10 "$go_cmd" build -trimpath -ldflags="$ldflags" -o "$tmp" "$pkg") &
+  bpid=$!
+  wait "$bpid" || { rc=$?; bpid=""; log "building $name failed (exit $rc)"; exit 1; }
+  bpid=""
   mv -f "$tmp" "$bindir/$name"
   tmp=""
   log "built $name in $(( $(date +%s) - start )) s"
