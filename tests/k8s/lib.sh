@@ -3,6 +3,7 @@
 # kube-apiserver and (on request) kube-controller-manager, built by
 # build-tools.sh. Source this file from bash, then:
 #
+#   k8s_tools                               build or find the binaries, export K8S_BIN
 #   k8s_up <workdir>                        etcd + kube-apiserver, waits for /readyz
 #   k8s_start_controller_manager <workdir>  kube-controller-manager, waits for /healthz
 #   k8s_kubectl <args...>                   the built kubectl with the admin kubeconfig
@@ -18,15 +19,17 @@
 # starts every daemon with a parent-death signal (setpriv --pdeathsig KILL) so
 # even a SIGKILLed test shell leaves nothing running. (KILL, not TERM: with
 # TERM, etcd stops at once and kube-apiserver's graceful shutdown then hangs
-# without etcd, until a second signal.) k8s_down is the graceful path. So call k8s_up in the test's own shell, not
-# inside $(...) or a pipeline, whose subshell ends at once.
+# without etcd, until a second signal.) k8s_down is the graceful path.
+# So call k8s_up in the test's own shell, not inside $(...) or a pipeline,
+# whose subshell ends at once.
 #
 # Every address is 127.0.0.1; every port is picked free at start (below the
 # kernel's ephemeral range so an outgoing connection cannot take it first).
 # Logs: <workdir>/logs/*.log; on a failure the last 40 lines of each are printed.
 #
 # Knobs: K8S_BIN (use these binaries; otherwise build-tools.sh is run),
-# K8S_READY_TIMEOUT (seconds, default 120), PILLAR_K8S_TOOLS_CACHE.
+# K8S_READY_TIMEOUT (seconds, default 120), K8S_SERVICE_CIDR (default
+# 127.0.100.0/24: bookkeeping only, nothing routes to it), PILLAR_K8S_TOOLS_CACHE.
 
 _K8S_LIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 _K8S_UP_DIRS=()
