@@ -160,7 +160,8 @@ cmd_nvmet_clear() {
 
 cmd_nvmet_unload() {
   local i
-  for ((i = 0; i < 100; i++)); do
+  # Up to a minute (normally well under a second): a slow guest is no failure.
+  for ((i = 0; i < 600; i++)); do
     cmd_nvmet_clear
     if rmmod nvmet_tcp 2>/dev/null || ! grep -q '^nvmet_tcp ' /proc/modules; then
       rmmod nvmet 2>/dev/null && return 0
