@@ -9,11 +9,14 @@
 #   smoke    the kernel targets by hand in QEMU guests (tests/e2e/smoke.sh)
 #   e2e      the seed scenarios with pillar's binaries in QEMU guests
 #            (tests/e2e/scenarios.sh)
+#   k8s      scripts/test-k8s.sh: a real kube-apiserver, etcd and
+#            kube-controller-manager (Go-built, cached) and the suites in
+#            tests/k8s/suites
 # Every stage ends with "NAME: N passed, M failed" (mutants: "N killed, M
 # survived"); a stage that exits non-zero without counting a failure, or
 # prints no such line, counts one failure. This script ends with the sum,
 # "test: N passed, M failed", and exits non-zero on any failure.
-# PILLAR_FUZZ=0, PILLAR_MUTANTS=0, PILLAR_E2E=0 (smoke and e2e) skip a stage
+# PILLAR_FUZZ=0, PILLAR_MUTANTS=0, PILLAR_E2E=0 (smoke and e2e), PILLAR_K8S=0 skip a stage
 # explicitly: it is reported as skipped, never counted as passed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -183,7 +186,11 @@ else
   skip_stage smoke "PILLAR_E2E=0"
   skip_stage e2e "PILLAR_E2E=0"
 fi
-# (k8s: the Kubernetes stage joins here as "run_stage k8s <its script>".)
+if [[ "${PILLAR_K8S:-1}" == 1 ]]; then
+  run_stage k8s ./scripts/test-k8s.sh
+else
+  skip_stage k8s "PILLAR_K8S=0"
+fi
 
 if [[ -s "$logs/figures.txt" ]]; then
   echo
