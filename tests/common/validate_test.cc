@@ -1,7 +1,8 @@
-#include "common/protocol.h"
 #include "common/validate.h"
 
 #include <gtest/gtest.h>
+
+#include "common/protocol.h"
 
 namespace pillar::validate {
 namespace {
