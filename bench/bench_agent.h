@@ -19,7 +19,6 @@
 #include "agent/agent_core.h"
 #include "agent/agent_service.h"
 #include "agent/backends/file_backend.h"
-#include "agent/exporters/configfs_sim.h"
 #include "agent/exporters/nvmet_exporter.h"
 #include "agent/fencing/fencing_marks.h"
 #include "common/clock.h"
@@ -27,6 +26,7 @@
 #include "common/fs.h"
 #include "common/grpc_status.h"
 #include "controller/agent_client.h"
+#include "testing/configfs_sim.h"
 
 namespace pillar::bench {
 
@@ -68,7 +68,7 @@ struct BenchAgent {
     (void)sim.LoadNvmet();
     agent::AgentCoreOptions opts;
     opts.node_name = name;
-    opts.load_target = [this](Protocol) { return sim.LoadNvmet(); };
+    opts.load_target = [this](Protocol p) { return sim.LoadTarget(p); };
     core = std::make_unique<agent::AgentCore>(opts, marks);
     core->AddPool(std::make_unique<agent::FileBackend>("demo", dir + "/pool", exec, fs));
     core->AddExporter(std::make_unique<agent::NvmetExporter>(sim, dir + "/configfs"));
@@ -80,7 +80,7 @@ struct BenchAgent {
   PosixFs fs;
   SystemClock clock;
   LoopTableExec exec;
-  agent::ConfigfsSim sim;
+  pillar::testing::ConfigfsSim sim;
   agent::FencingMarks marks;
   std::unique_ptr<agent::AgentCore> core;
   std::unique_ptr<agent::AgentService> service;

@@ -14,7 +14,7 @@ trap 'echo "demo: setup (install-deps, build) failed"; echo "demo: 0 passed, 1 f
 ./scripts/install-deps.sh
 ./scripts/build.sh >/dev/null
 bin=${PILLAR_BUILD_DIR:-build}
-agent_bin=$root/$bin/src/agent/pillar-agent
+agent_bin=$root/$bin/src/testing/pillar-agent-sim
 controller_bin=$root/$bin/src/controller/pillar-controller
 ctl_bin=$root/$bin/src/controller/pillarctl
 call_bin=$root/$bin/tests/csi-call
@@ -86,7 +86,7 @@ start_agent() {
   "$agent_bin" --listen "127.0.0.1:${agent_port:-0}" --ready-file "$demo/agent.ready" \
     --tls-cert "$demo/certs/agent.crt" --tls-key "$demo/certs/agent.key" --tls-ca "$demo/certs/ca.crt" \
     --node-name storage-1 --pool "demo=file:$demo/pool" --configfs-root "$demo/configfs" \
-    --simulate-configfs --state-dir "$demo/agent-state" --exports-dir "$demo/exports.d" \
+    --state-dir "$demo/agent-state" --exports-dir "$demo/exports.d" \
     --protocols nvmeof-tcp,iscsi --epoch-check-interval 1 --log-level warn 2>>"$demo/agent.log" &
   agent_pid=$!
   pids+=("$agent_pid")

@@ -3,9 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "agent/exporters/configfs_sim.h"
 #include "agent/exporters/configfs_test_util.h"
 #include "common/temp_dir.h"
+#include "testing/configfs_sim.h"
 
 namespace pillar::agent {
 namespace {
@@ -60,7 +60,7 @@ class LioExporterTest : public ::testing::Test {
   }
 
   pillar::testing::TempDir tmp_;
-  ConfigfsSim sim_{tmp_.path()};
+  pillar::testing::ConfigfsSim sim_{tmp_.path()};
   pillar::testing::RecordingFs fs_{sim_};
   LioExporter ex_{fs_, tmp_.path()};
 };

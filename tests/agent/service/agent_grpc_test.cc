@@ -1,5 +1,6 @@
-// Drives the real pillar-agent binary over real gRPC with mutual TLS: file
-// pool with real loop devices, exporters on a simulated configfs tree.
+// Drives pillar-agent-sim (the production agent's wiring with configfs
+// simulated) over real gRPC with mutual TLS: file pool with real loop devices,
+// exporters on the simulated configfs tree.
 #include <gtest/gtest.h>
 
 #include <filesystem>

@@ -1,5 +1,7 @@
-// Runs the real pillar-agent binary as a child process for integration tests
-// and benchmarks, with mutual TLS certificates made by tests/tools/make-certs.sh.
+// Runs the agent binary on the simulated configfs (pillar-agent-sim: the
+// production wiring, ConfigfsSim in place of the kernel's configfs) as a child
+// process for integration tests, with mutual TLS certificates made by
+// tests/tools/make-certs.sh.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -37,7 +39,7 @@ class AgentProcess {
   // come up in time.
   bool Start(const std::vector<std::string>& extra = {}) {
     std::string ready = dir_ + "/ready";
-    std::vector<std::string> args = {PILLAR_AGENT_BIN,
+    std::vector<std::string> args = {PILLAR_AGENT_SIM_BIN,
                                      "--listen=127.0.0.1:" + std::to_string(port_),
                                      "--ready-file=" + ready,
                                      "--tls-cert=" + dir_ + "/certs/agent.crt",
@@ -46,7 +48,6 @@ class AgentProcess {
                                      "--node-name=storage-1",
                                      "--pool=demo=file:" + dir_ + "/pools/demo",
                                      "--configfs-root=" + dir_ + "/configfs",
-                                     "--simulate-configfs",
                                      "--state-dir=" + dir_ + "/state",
                                      "--exports-dir=" + dir_ + "/exports.d",
                                      "--nfsd-proc=" + dir_ + "/nfsd",

@@ -1,7 +1,8 @@
 // ConfigfsSim is a SIMULATION of the kernel's configfs for the nvmet and LIO
 // (target_core + iscsi) layouts. It is for unit tests, the controller's
-// integration tests and the local demo (`agent --simulate-configfs`): nothing
-// reaches a kernel target and no initiator can ever connect to what it holds.
+// integration tests and the local demo (the `pillar-agent-sim` binary), and it
+// is never linked into the production `pillar-agent`: nothing reaches a
+// kernel target and no initiator can ever connect to what it holds.
 //
 // It keeps the tree in a real directory (through PosixFs) and enforces the
 // configfs rules the exporters depend on, so their real logic runs on it:
@@ -26,9 +27,11 @@
 #include <vector>
 
 #include "common/fs.h"
+#include "common/protocol.h"
 #include "common/status.h"
+#include "testing/configfs_layout.h"
 
-namespace pillar::agent {
+namespace pillar::testing {
 
 class ConfigfsSim : public Fs {
  public:
@@ -45,6 +48,9 @@ class ConfigfsSim : public Fs {
   // later Load gives the root group a new identity, as the kernel does.
   Status UnloadNvmet();
   Status UnloadLio();
+  // Loads the target of `protocol` (nvmet or LIO), as a modprobe would;
+  // UNAVAILABLE for NFS, whose server is not simulated.
+  Status LoadTarget(Protocol protocol);
 
   StatusOr<std::string> ReadFile(const std::string& path) override;
   Status WriteFile(const std::string& path, const std::string& content) override;
@@ -65,9 +71,8 @@ class ConfigfsSim : public Fs {
   StatusOr<FsCapacity> StatVfs(const std::string& path) override;
   Status RemoveTree(const std::string& path) override;
 
-  enum class Kind;  // the type of a group, as configfs's config_item_type
-
  private:
+  using Kind = configfs_layout::Kind;
   struct Rel {
     bool inside = false;
     std::vector<std::string> parts;  // components below root
@@ -96,4 +101,4 @@ class ConfigfsSim : public Fs {
 // Creates the configfs root skeleton in `root` as loading nvmet and LIO would.
 Status CreateConfigfsSkeleton(const std::string& root);
 
-}  // namespace pillar::agent
+}  // namespace pillar::testing

@@ -1,4 +1,4 @@
-#include "agent/exporters/configfs_sim.h"
+#include "testing/configfs_sim.h"
 
 #include <gtest/gtest.h>
 
@@ -6,10 +6,10 @@
 #include "agent/exporters/configfs_util.h"
 #include "common/temp_dir.h"
 
-namespace pillar::agent {
+namespace pillar::testing {
 namespace {
 
-using pillar::testing::DumpTree;
+namespace configfs = agent::configfs;
 
 class ConfigfsSimTest : public ::testing::Test {
  protected:
@@ -20,7 +20,7 @@ class ConfigfsSimTest : public ::testing::Test {
   std::string P(const std::string& rel) { return JoinPath(tmp_.path(), rel); }
   std::string Read(const std::string& rel) { return sim_.ReadFile(P(rel)).value(); }
 
-  pillar::testing::TempDir tmp_;
+  TempDir tmp_;
   ConfigfsSim sim_{tmp_.path()};
 };
 
@@ -254,4 +254,4 @@ TEST_F(ConfigfsSimTest, PathsOutsideTheRootPassThrough) {
 }
 
 }  // namespace
-}  // namespace pillar::agent
+}  // namespace pillar::testing
