@@ -591,12 +591,15 @@ grpc::Status CsiController::ListVolumes(grpc::ServerContext*,
   }
   size_t start = 0;
   if (!req->starting_token().empty()) {
+    // A token is the name of the last volume of a page, so it always passes
+    // the volume-name grammar; one that does not was never ours. (A volume
+    // deleted since still resumes the listing after its name.)
+    if (!validate::ObjectName("starting_token", req->starting_token()).ok()) {
+      return Reply(Aborted("starting_token \"" + req->starting_token() + "\" is not valid"));
+    }
     auto it = std::upper_bound(
         items.begin(), items.end(), req->starting_token(),
         [](const std::string& tok, const store::Object& o) { return tok < o.name; });
-    if (it == items.begin() && !items.empty() && items.front().name <= req->starting_token()) {
-      return Reply(Aborted("starting_token " + req->starting_token() + " is not valid"));
-    }
     start = static_cast<size_t>(it - items.begin());
   }
   size_t limit = req->max_entries() > 0 ? static_cast<size_t>(req->max_entries()) : items.size();

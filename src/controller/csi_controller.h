@@ -8,6 +8,7 @@
 
 #include "common/clock.h"
 #include "controller/agent_client.h"
+#include "controller/leader.h"
 #include "controller/reconciler.h"
 #include "csi/v1/csi.grpc.pb.h"
 #include "store/store.h"
@@ -16,18 +17,6 @@ namespace pillar::controller {
 
 constexpr const char* kDriverName = "pillar-csi.bhyoo.com";
 constexpr const char* kDriverVersion = "0.1.0";
-
-// Leader election hook: only the leader reconciles and serves mutations.
-class LeaderGate {
- public:
-  virtual ~LeaderGate() = default;
-  virtual bool IsLeader() = 0;
-};
-
-class AlwaysLeader : public LeaderGate {
- public:
-  bool IsLeader() override { return true; }
-};
 
 class CsiIdentity final : public csi::v1::Identity::Service {
  public:

@@ -1,10 +1,7 @@
 // pillar-controller: CSI Identity + Controller on a unix socket, the node
 // registry, and the export reconciler, over the embedded SQLite store.
-#include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <pthread.h>
-#include <sys/file.h>
-#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <csignal>
@@ -18,40 +15,13 @@
 #include "common/validate.h"
 #include "controller/agent_client.h"
 #include "controller/csi_controller.h"
+#include "controller/leader.h"
 #include "controller/reconciler.h"
 #include "controller/registry_service.h"
 #include "store/sqlite_store.h"
 
 namespace pillar::controller {
 namespace {
-
-// Single-host leader election: the holder of an exclusive flock on a file
-// next to the store leads. Replicas on one host (or on a shared filesystem
-// with working locks) wait their turn; the default is one replica.
-class FileLockLeader : public LeaderGate {
- public:
-  explicit FileLockLeader(std::string path) : path_(std::move(path)) {}
-  ~FileLockLeader() override {
-    if (fd_ >= 0) close(fd_);
-  }
-  Status WaitForLeadership() {
-    fd_ = open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd_ < 0) return Internal("leader lock " + path_ + ": " + strerror(errno));
-    if (flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-      log::Info("another replica leads; waiting for the leader lock", {{"lock", path_}});
-      if (flock(fd_, LOCK_EX) != 0)
-        return Internal("leader lock " + path_ + ": " + strerror(errno));
-    }
-    leader_ = true;
-    return Status::Ok();
-  }
-  bool IsLeader() override { return leader_; }
-
- private:
-  std::string path_;
-  int fd_ = -1;
-  std::atomic<bool> leader_{false};
-};
 
 // "--agent NAME=ADDRESS:PORT[@TLS-NAME]" seeds or updates a PillarAgent.
 Status SeedAgent(store::Store& store, const std::string& spec) {

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "controller/csi_controller.h"
 
 namespace pillar::controller {
@@ -115,6 +117,153 @@ TEST(DesiredTest, DiffNamesEveryDifference) {
   actual.mutable_spec()->set_port(4421);
   actual.set_enabled(false);
   EXPECT_EQ(Diff(want, &actual).size(), 4u);
+}
+
+// Diff one field at a time: a Diff that is silent about any single field
+// lets a drifted export pass as Reconciled.
+class ReconcilerDiffTest : public ::testing::Test {
+ protected:
+  static DesiredExport Want(bool acl = true) {
+    DesiredExport want;
+    want.protocol = Protocol::kNvmeofTcp;
+    want.spec = {"fd00::5", 4420, acl, 16384};
+    if (acl) want.hosts = {"nqn.2014-08.org.x:a", "nqn.2014-08.org.x:b"};
+    return want;
+  }
+  // What an agent holding exactly `want` reports.
+  static av1::Export Have(const DesiredExport& want) {
+    av1::Export e;
+    e.mutable_spec()->set_bind_address(want.spec.bind_address);
+    e.mutable_spec()->set_port(static_cast<int32_t>(want.spec.port));
+    e.mutable_spec()->set_acl_enabled(want.spec.acl_enabled);
+    e.mutable_spec()->set_in_capsule_data_size(
+        static_cast<int32_t>(want.spec.in_capsule_data_size.value_or(0)));
+    e.set_enabled(true);
+    for (const auto& h : want.hosts) e.add_allowed_hosts(h);
+    return e;
+  }
+  using Lines = std::vector<std::string>;
+};
+
+TEST_F(ReconcilerDiffTest, ExactIntentHasNoDifference) {
+  EXPECT_EQ(Diff(Want(), nullptr), Lines{"export is missing on the agent"});
+  auto have = Have(Want());
+  EXPECT_EQ(Diff(Want(), &have), Lines{});
+  have = Have(Want(false));
+  EXPECT_EQ(Diff(Want(false), &have), Lines{});
+}
+
+TEST_F(ReconcilerDiffTest, BindAddressIsComparedAsAnAddress) {
+  auto have = Have(Want());
+  for (const char* same : {"fd00:0:0:0:0:0:0:5", "fd00:0::5", "FD00::5"}) {
+    have.mutable_spec()->set_bind_address(same);
+    EXPECT_EQ(Diff(Want(), &have), Lines{}) << same;
+  }
+  have.mutable_spec()->set_bind_address("fd00::6");
+  EXPECT_EQ(Diff(Want(), &have), Lines{"bindAddress is fd00::6, want fd00::5"});
+  have.mutable_spec()->set_bind_address("10.0.0.5");
+  EXPECT_EQ(Diff(Want(), &have).size(), 1u);
+  auto v4 = Want();
+  v4.spec.bind_address = "10.0.0.5";
+  have.mutable_spec()->set_bind_address("10.0.0.6");
+  EXPECT_EQ(Diff(v4, &have), Lines{"bindAddress is 10.0.0.6, want 10.0.0.5"});
+}
+
+TEST_F(ReconcilerDiffTest, PortIncludingTheProtocolDefaultForZero) {
+  auto have = Have(Want());
+  have.mutable_spec()->set_port(4421);
+  EXPECT_EQ(Diff(Want(), &have), Lines{"port is 4421, want 4420"});
+
+  // A recorded port of 0 means the protocol's default, which is what targets report.
+  api::VolumeState v;
+  v.meta.name = "pvc-1";
+  v.status.export_spec = api::ExportSpec{"10.0.0.5", 0, false, std::nullopt};
+  const std::map<Protocol, int> defaults = {
+      {Protocol::kNvmeofTcp, 4420}, {Protocol::kIscsi, 3260}, {Protocol::kNfs, 2049}};
+  for (const auto& [protocol, port] : defaults) {
+    v.spec.protocol = protocol;
+    auto want = ComputeDesired(v, [](const std::string&) { return nullptr; });
+    ASSERT_TRUE(want.ok());
+    EXPECT_EQ(want->spec.port, port);
+    auto at_default = Have(*want);
+    EXPECT_EQ(Diff(*want, &at_default), Lines{}) << ProtocolName(protocol);
+    at_default.mutable_spec()->set_port(0);
+    EXPECT_EQ(Diff(*want, &at_default), Lines{"port is 0, want " + std::to_string(port)});
+  }
+}
+
+TEST_F(ReconcilerDiffTest, AclEnabledMismatchEitherWay) {
+  // Same entries, but the target admits any host: wider than the intent.
+  auto have = Have(Want());
+  have.mutable_spec()->set_acl_enabled(false);
+  EXPECT_EQ(Diff(Want(), &have), Lines{"aclEnabled is false, want true"});
+  have = Have(Want(false));
+  have.mutable_spec()->set_acl_enabled(true);
+  EXPECT_EQ(Diff(Want(false), &have), Lines{"aclEnabled is true, want false"});
+}
+
+TEST_F(ReconcilerDiffTest, InCapsuleDataSizeIsComparedOnlyWhenRecorded) {
+  auto have = Have(Want());
+  have.mutable_spec()->set_in_capsule_data_size(8192);
+  EXPECT_EQ(Diff(Want(), &have), Lines{"inCapsuleDataSize is 8192, want 16384"});
+  auto unrecorded = Want();
+  unrecorded.spec.in_capsule_data_size.reset();
+  EXPECT_EQ(Diff(unrecorded, &have), Lines{}) << "not recorded: whatever the port has";
+}
+
+TEST_F(ReconcilerDiffTest, DisabledExportDiffers) {
+  auto have = Have(Want());
+  have.set_enabled(false);
+  EXPECT_EQ(Diff(Want(), &have), Lines{"export is disabled"});
+}
+
+TEST_F(ReconcilerDiffTest, MissingAndUnexpectedAclEntries) {
+  auto have = Have(Want());
+  have.clear_allowed_hosts();
+  have.add_allowed_hosts("nqn.2014-08.org.x:a");
+  EXPECT_EQ(Diff(Want(), &have), Lines{"missing ACL entry nqn.2014-08.org.x:b"});
+  have.add_allowed_hosts("nqn.2014-08.org.x:b");
+  have.add_allowed_hosts("nqn.2014-08.org.x:intruder");
+  EXPECT_EQ(Diff(Want(), &have), Lines{"unexpected ACL entry nqn.2014-08.org.x:intruder"});
+  // ACL on with nobody published admits nobody: any entry is unexpected.
+  auto nobody = Want();
+  nobody.hosts.clear();
+  have.clear_allowed_hosts();
+  EXPECT_EQ(Diff(nobody, &have), Lines{});
+  have.add_allowed_hosts("nqn.2014-08.org.x:a");
+  EXPECT_EQ(Diff(nobody, &have), Lines{"unexpected ACL entry nqn.2014-08.org.x:a"});
+}
+
+TEST_F(ReconcilerDiffTest, AclOffIgnoresEntries) {
+  auto have = Have(Want(false));
+  have.add_allowed_hosts("nqn.2014-08.org.x:leftover");
+  EXPECT_EQ(Diff(Want(false), &have), Lines{}) << "any host is admitted by intent";
+}
+
+TEST(ReconcilerFenceTest, BehindUnlessThisLifecycleAtThisGenerationOrNewer) {
+  api::VolumeState v;
+  v.meta.uid = "6f1c2d3e-4a5b-4c6d-8e7f-0a1b2c3d4e5f";
+  v.status.publication_generation = 5;
+  EXPECT_TRUE(FenceBehind(v, nullptr));
+  av1::Export e;
+  EXPECT_TRUE(FenceBehind(v, &e)) << "no mark";
+  e.mutable_fence()->set_volume_uid(v.meta.uid);
+  e.mutable_fence()->set_publication_generation(4);
+  EXPECT_TRUE(FenceBehind(v, &e));
+  e.mutable_fence()->set_publication_generation(5);
+  EXPECT_FALSE(FenceBehind(v, &e));
+  e.mutable_fence()->set_publication_generation(6);
+  EXPECT_FALSE(FenceBehind(v, &e));
+  e.mutable_fence()->set_volume_uid("0d6c1f4e-0000-4000-8000-000000000000");
+  EXPECT_TRUE(FenceBehind(v, &e)) << "another lifecycle";
+}
+
+TEST(ReconcilerFenceTest, AgentErrorReasons) {
+  EXPECT_STREQ(ReasonForAgentError(Aborted("fenced")), api::kReasonStaleGeneration);
+  EXPECT_STREQ(ReasonForAgentError(Unavailable("down")), api::kReasonAgentUnavailable);
+  EXPECT_STREQ(ReasonForAgentError(DeadlineExceeded("slow")), api::kReasonAgentUnavailable);
+  EXPECT_STREQ(ReasonForAgentError(Internal("x")), api::kReasonReconcileFailed);
+  EXPECT_STREQ(ReasonForAgentError(NotFound("x")), api::kReasonReconcileFailed);
 }
 
 TEST(DesiredTest, ApplyRequestCarriesTheFence) {

@@ -1,0 +1,583 @@
+// The CSI controller's RPCs, called directly (no context is used), over the
+// real SQLite store, the real reconciler and a scripted agent.
+#include "controller/csi_controller.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <set>
+
+#include "controller/controller_fixture.h"
+#include "controller/leader.h"
+
+namespace pillar::controller::testing {
+namespace {
+
+using csi::v1::VolumeCapability;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+constexpr int64_t kGiB = 1LL << 30;
+
+class SwitchableLeader : public LeaderGate {
+ public:
+  bool IsLeader() override { return leader_; }
+  void Set(bool leader) { leader_ = leader; }
+
+ private:
+  std::atomic<bool> leader_{true};
+};
+
+VolumeCapability Capability(
+    bool block = true,
+    VolumeCapability::AccessMode::Mode mode = VolumeCapability::AccessMode::SINGLE_NODE_WRITER) {
+  VolumeCapability cap;
+  if (block) {
+    cap.mutable_block();
+  } else {
+    cap.mutable_mount();
+  }
+  cap.mutable_access_mode()->set_mode(mode);
+  return cap;
+}
+
+class CsiControllerTest : public ControllerFixture {
+ protected:
+  void SetUp() override {
+    ControllerFixture::SetUp();
+    ReconcilerOptions quiet;
+    quiet.resync_interval = std::chrono::hours(24);
+    quiet.epoch_poll_interval = std::chrono::hours(24);
+    reconciler_ = std::make_unique<ExportReconciler>(store(), agents_, clock_, quiet);
+    csi_ = std::make_unique<CsiController>(store(), agents_, *reconciler_, leader_);
+    agent_->AddPool("tank", 100 * kGiB, 40 * kGiB);
+  }
+
+  grpc::Status Publish(const std::string& volume, const std::string& node,
+                       VolumeCapability cap = Capability()) {
+    csi::v1::ControllerPublishVolumeRequest req;
+    req.set_volume_id(volume);
+    req.set_node_id(node);
+    *req.mutable_volume_capability() = std::move(cap);
+    csi::v1::ControllerPublishVolumeResponse resp;
+    return csi_->ControllerPublishVolume(nullptr, &req, &resp);
+  }
+
+  grpc::Status Unpublish(const std::string& volume, const std::string& node) {
+    csi::v1::ControllerUnpublishVolumeRequest req;
+    req.set_volume_id(volume);
+    req.set_node_id(node);
+    csi::v1::ControllerUnpublishVolumeResponse resp;
+    return csi_->ControllerUnpublishVolume(nullptr, &req, &resp);
+  }
+
+  grpc::Status Expand(const std::string& volume, int64_t required, int64_t limit = 0,
+                      csi::v1::ControllerExpandVolumeResponse* resp = nullptr) {
+    csi::v1::ControllerExpandVolumeRequest req;
+    req.set_volume_id(volume);
+    req.mutable_capacity_range()->set_required_bytes(required);
+    req.mutable_capacity_range()->set_limit_bytes(limit);
+    csi::v1::ControllerExpandVolumeResponse ignored;
+    return csi_->ControllerExpandVolume(nullptr, &req, resp != nullptr ? resp : &ignored);
+  }
+
+  csi::v1::ValidateVolumeCapabilitiesResponse Validate(const std::string& volume,
+                                                       const VolumeCapability& cap,
+                                                       grpc::Status* status = nullptr) {
+    csi::v1::ValidateVolumeCapabilitiesRequest req;
+    req.set_volume_id(volume);
+    *req.add_volume_capabilities() = cap;
+    (*req.mutable_parameters())["pool"] = "tank";
+    csi::v1::ValidateVolumeCapabilitiesResponse resp;
+    grpc::Status s = csi_->ValidateVolumeCapabilities(nullptr, &req, &resp);
+    if (status != nullptr) *status = s;
+    EXPECT_TRUE(status != nullptr || s.ok()) << s.error_message();
+    return resp;
+  }
+
+  // Every record of every kind: "nothing changed" is this staying equal.
+  std::vector<store::Object> Snapshot() {
+    std::vector<store::Object> all;
+    for (const char* kind : {api::kKindVolume, api::kKindNode, api::kKindAgent}) {
+      auto list = store().List(kind);
+      EXPECT_TRUE(list.ok());
+      if (list.ok()) all.insert(all.end(), list->items.begin(), list->items.end());
+    }
+    return all;
+  }
+
+  // A volume published to `nodes` whose export the agent already has.
+  void PublishedVolume(const std::string& name, const std::vector<std::string>& nodes) {
+    for (const auto& n : nodes) RegisterNode(n);
+    CreateVolume(Spec(name), Intent(true, nodes, 1));
+    auto r = reconciler_->ReconcileNow(name);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_EQ(Condition(name), "True/Reconciled");
+  }
+
+  SwitchableLeader leader_;
+  std::unique_ptr<ExportReconciler> reconciler_;
+  std::unique_ptr<CsiController> csi_;
+};
+
+// --- Unpublish: the publication goes only after the target confirmed -------
+
+TEST_F(CsiControllerTest, UnpublishKeepsThePublicationWhenTheRevocationCannotBeApplied) {
+  PublishedVolume("pvc-1", {"node-a"});
+  agent_->FailWith(AgentCall::kApplyExport, Unavailable("agent down"));
+
+  grpc::Status s = Unpublish("pvc-1", "node-a");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("not yet confirmed"));
+  auto v = Volume("pvc-1");
+  ASSERT_EQ(v.status.published_nodes.size(), 1u) << "an unconfirmed revoke is never forgotten";
+  EXPECT_EQ(v.status.published_nodes[0].node_id, "node-a");
+  EXPECT_TRUE(v.status.published_nodes[0].revoking);
+  EXPECT_EQ(v.status.publication_generation, 2);
+  EXPECT_THAT(AllowedHosts("pvc-1"), ElementsAre(NqnOf("node-a"))) << "the target still admits it";
+
+  // The CO retries once the agent is back: now it completes.
+  agent_->ClearFailure(AgentCall::kApplyExport);
+  s = Unpublish("pvc-1", "node-a");
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  v = Volume("pvc-1");
+  EXPECT_THAT(v.status.published_nodes, IsEmpty());
+  EXPECT_EQ(v.status.publication_generation, 3);
+  EXPECT_THAT(AllowedHosts("pvc-1"), IsEmpty());
+  EXPECT_EQ(agent_->MarkOf("tank/pvc-1")->publication_generation(), 3)
+      << "the final pass advances the fence";
+}
+
+TEST_F(CsiControllerTest, UnpublishKeepsThePublicationWhenTheTargetStillListsTheNode) {
+  PublishedVolume("pvc-1", {"node-a", "node-b"});
+  // The agent answers OK, but the kernel kept node-a's entry.
+  agent_->RewriteApply([](av1::Export& e) { e.add_allowed_hosts(NqnOf("node-a")); });
+
+  grpc::Status s = Unpublish("pvc-1", "node-a");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INTERNAL) << s.error_message();
+  auto v = Volume("pvc-1");
+  ASSERT_EQ(v.status.published_nodes.size(), 2u);
+  EXPECT_EQ(v.status.published_nodes[0].node_id, "node-a");
+  EXPECT_TRUE(v.status.published_nodes[0].revoking);
+  EXPECT_FALSE(v.status.published_nodes[1].revoking);
+  EXPECT_EQ(Condition("pvc-1"), "False/ReconcileFailed");
+}
+
+TEST_F(CsiControllerTest, UnpublishRemovesOnlyThatNodesEntryThenDropsIt) {
+  PublishedVolume("pvc-1", {"node-a", "node-b"});
+  grpc::Status s = Unpublish("pvc-1", "node-a");
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  auto v = Volume("pvc-1");
+  ASSERT_EQ(v.status.published_nodes.size(), 1u);
+  EXPECT_EQ(v.status.published_nodes[0].node_id, "node-b");
+  EXPECT_EQ(v.status.publication_generation, 3) << "revoking +1, dropped +1";
+  EXPECT_THAT(AllowedHosts("pvc-1"), ElementsAre(NqnOf("node-b")));
+  // The revoke itself was applied at the revoking generation, without node-a.
+  auto applies = agent_->Applies();
+  ASSERT_GE(applies.size(), 2u);
+  EXPECT_EQ(applies[1].fence().publication_generation(), 2);
+  EXPECT_THAT(applies[1].allowed_hosts(), ElementsAre(NqnOf("node-b")));
+
+  // Idempotent: a node that is not published, a volume that does not exist.
+  EXPECT_TRUE(Unpublish("pvc-1", "node-a").ok());
+  EXPECT_TRUE(Unpublish("pvc-gone", "node-a").ok());
+  EXPECT_EQ(Volume("pvc-1").status.publication_generation, 3);
+}
+
+// --- CreateVolume / DeleteVolume ----------------------------------------------
+
+TEST_F(CsiControllerTest, CreateVolumeRecordsTheExportSpecAndAnswersOnlyOnceExported) {
+  csi::v1::CreateVolumeRequest req;
+  req.set_name("pvc-new");
+  req.mutable_capacity_range()->set_required_bytes(2 * kGiB);
+  *req.add_volume_capabilities() = Capability();
+  (*req.mutable_parameters())["agent"] = kAgentRef;
+  (*req.mutable_parameters())["pool"] = "tank";
+  (*req.mutable_parameters())["protocol"] = "nvmeof-tcp";
+  csi::v1::CreateVolumeResponse resp;
+  grpc::Status s = csi_->CreateVolume(nullptr, &req, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(resp.volume().volume_id(), "pvc-new");
+  EXPECT_EQ(resp.volume().capacity_bytes(), 2 * kGiB);
+  auto v = Volume("pvc-new");
+  ASSERT_TRUE(v.status.export_spec.has_value());
+  EXPECT_EQ(v.status.export_spec->bind_address, kAgentAddress) << "the agent's address";
+  EXPECT_TRUE(v.status.export_spec->acl_enabled);
+  EXPECT_EQ(Condition("pvc-new"), "True/Reconciled");
+  EXPECT_THAT(AllowedHosts("pvc-new"), IsEmpty()) << "published to nobody yet";
+
+  // Retried with the same parameters: the same lifecycle, the same backend volume.
+  const std::string uid = Get(api::kKindVolume, "pvc-new").uid;
+  resp.Clear();
+  ASSERT_TRUE(csi_->CreateVolume(nullptr, &req, &resp).ok());
+  EXPECT_EQ(Get(api::kKindVolume, "pvc-new").uid, uid);
+  EXPECT_EQ(agent_->VolumeOf("tank/pvc-new")->size_bytes(), 2 * kGiB);
+  (*req.mutable_parameters())["acl"] = "false";
+  EXPECT_EQ(csi_->CreateVolume(nullptr, &req, &resp).error_code(),
+            grpc::StatusCode::ALREADY_EXISTS);
+}
+
+TEST_F(CsiControllerTest, DeleteVolumeRefusesWhilePublishedThenUnexportsAndDeletes) {
+  PublishedVolume("pvc-1", {"node-a"});
+  csi::v1::DeleteVolumeRequest del;
+  del.set_volume_id("pvc-1");
+  csi::v1::DeleteVolumeResponse resp;
+  grpc::Status s = csi_->DeleteVolume(nullptr, &del, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
+  EXPECT_TRUE(agent_->VolumeOf("tank/pvc-1").has_value());
+  EXPECT_THAT(AllowedHosts("pvc-1"), ElementsAre(NqnOf("node-a")));
+  EXPECT_FALSE(Volume("pvc-1").status.deleting);
+
+  ASSERT_TRUE(Unpublish("pvc-1", "node-a").ok());
+  s = csi_->DeleteVolume(nullptr, &del, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_FALSE(agent_->VolumeOf("tank/pvc-1").has_value());
+  EXPECT_FALSE(agent_->ExportOf("tank/pvc-1", Protocol::kNvmeofTcp).has_value());
+  EXPECT_EQ(store().Get(api::kKindVolume, "pvc-1").status().code(), Code::kNotFound);
+  EXPECT_TRUE(csi_->DeleteVolume(nullptr, &del, &resp).ok()) << "gone is success";
+}
+
+// --- Publish -----------------------------------------------------------------
+
+TEST_F(CsiControllerTest, PublishRecordsThenConfirmsAndRefusesASecondSingleNodeWriter) {
+  RegisterNode("node-a");
+  RegisterNode("node-b");
+  CreateVolume(Spec("pvc-1"), Intent(true, {}, 0));
+  csi::v1::ControllerPublishVolumeRequest req;
+  req.set_volume_id("pvc-1");
+  req.set_node_id("node-a");
+  *req.mutable_volume_capability() = Capability();
+  csi::v1::ControllerPublishVolumeResponse resp;
+  grpc::Status s = csi_->ControllerPublishVolume(nullptr, &req, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(resp.publish_context().at("targetID"), "nqn.2024-01.com.bhyoo.pillar:pvc-1");
+  EXPECT_EQ(resp.publish_context().at("port"), "4420");
+  EXPECT_THAT(AllowedHosts("pvc-1"), ElementsAre(NqnOf("node-a")));
+
+  s = Publish("pvc-1", "node-b");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
+  EXPECT_THAT(AllowedHosts("pvc-1"), ElementsAre(NqnOf("node-a")));
+  EXPECT_EQ(Publish("pvc-1", "node-unknown").error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(Publish("pvc-none", "node-a").error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(Publish("pvc-1", "node-a", Capability(false)).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT)
+      << "a block volume is not published for mount access";
+}
+
+// --- ValidateVolumeCapabilities ---------------------------------------------
+
+TEST_F(CsiControllerTest, ValidateVolumeCapabilitiesConfirmsOnlyWhatTheVolumeSupports) {
+  CreateVolume(Spec("blk"), Intent());
+  CreateVolume(Spec("share", Protocol::kNfs, "mount"), Intent(false));
+
+  auto r = Validate("blk", Capability());
+  ASSERT_TRUE(r.has_confirmed()) << r.message();
+  ASSERT_EQ(r.confirmed().volume_capabilities_size(), 1);
+  EXPECT_TRUE(r.confirmed().volume_capabilities(0).has_block());
+  EXPECT_EQ(r.confirmed().parameters().at("pool"), "tank");
+  // Multi-node raw block is allowed; multi-node writers on a filesystem are not.
+  EXPECT_TRUE(
+      Validate("blk", Capability(true, VolumeCapability::AccessMode::MULTI_NODE_MULTI_WRITER))
+          .has_confirmed());
+
+  r = Validate("blk", Capability(false));
+  EXPECT_FALSE(r.has_confirmed());
+  EXPECT_THAT(r.message(), HasSubstr("block access"));
+  r = Validate("share", Capability(true));
+  EXPECT_FALSE(r.has_confirmed());
+  EXPECT_THAT(r.message(), HasSubstr("nfs volumes cannot be block volumes"));
+  EXPECT_TRUE(
+      Validate("share", Capability(false, VolumeCapability::AccessMode::MULTI_NODE_MULTI_WRITER))
+          .has_confirmed());
+  r = Validate("blk", Capability(true, VolumeCapability::AccessMode::UNKNOWN));
+  EXPECT_FALSE(r.has_confirmed());
+  EXPECT_THAT(r.message(), HasSubstr("access_mode is required"));
+
+  grpc::Status s;
+  Validate("", Capability(), &s);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  Validate("pvc-none", Capability(), &s);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  csi::v1::ValidateVolumeCapabilitiesRequest no_caps;
+  no_caps.set_volume_id("blk");
+  csi::v1::ValidateVolumeCapabilitiesResponse resp;
+  EXPECT_EQ(csi_->ValidateVolumeCapabilities(nullptr, &no_caps, &resp).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+// --- ListVolumes ---------------------------------------------------------------
+
+TEST_F(CsiControllerTest, ListVolumesPagesInNameOrderAndRejectsABadToken) {
+  for (const char* n : {"pvc-e", "pvc-a", "pvc-c", "pvc-b", "pvc-d"}) {
+    CreateVolume(Spec(n), Intent());
+  }
+  EditStatus(api::kKindVolume, "pvc-b", [](nlohmann::json& s) {
+    s["publishedNodes"] = {{{"nodeID", "node-x"}, {"revoking", false}},
+                           {{"nodeID", "node-y"}, {"revoking", true}}};
+  });
+
+  std::vector<std::string> seen;
+  std::string token;
+  int pages = 0;
+  do {
+    csi::v1::ListVolumesRequest req;
+    req.set_max_entries(2);
+    req.set_starting_token(token);
+    csi::v1::ListVolumesResponse resp;
+    grpc::Status s = csi_->ListVolumes(nullptr, &req, &resp);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_LE(resp.entries_size(), 2);
+    for (const auto& e : resp.entries()) {
+      seen.push_back(e.volume().volume_id());
+      EXPECT_EQ(e.volume().capacity_bytes(), kGiB);
+      if (e.volume().volume_id() == "pvc-b") {
+        EXPECT_THAT(e.status().published_node_ids(), ElementsAre("node-x"))
+            << "a revoking node is not published";
+      }
+    }
+    token = resp.next_token();
+    ASSERT_LT(++pages, 10);
+  } while (!token.empty());
+  EXPECT_EQ(pages, 3);
+  EXPECT_THAT(seen, ElementsAre("pvc-a", "pvc-b", "pvc-c", "pvc-d", "pvc-e"));
+
+  csi::v1::ListVolumesRequest all;
+  csi::v1::ListVolumesResponse resp;
+  ASSERT_TRUE(csi_->ListVolumes(nullptr, &all, &resp).ok());
+  EXPECT_EQ(resp.entries_size(), 5);
+  EXPECT_TRUE(resp.next_token().empty());
+
+  // A volume deleted between pages: its name still resumes the listing.
+  csi::v1::ListVolumesRequest after_deleted;
+  after_deleted.set_starting_token("pvc-bb");
+  resp.Clear();
+  ASSERT_TRUE(csi_->ListVolumes(nullptr, &after_deleted, &resp).ok());
+  ASSERT_EQ(resp.entries_size(), 3);
+  EXPECT_EQ(resp.entries(0).volume().volume_id(), "pvc-c");
+
+  for (const char* bad : {"not a token", "../pvc-a", "PVC-A"}) {
+    csi::v1::ListVolumesRequest req;
+    req.set_starting_token(bad);
+    resp.Clear();
+    EXPECT_EQ(csi_->ListVolumes(nullptr, &req, &resp).error_code(), grpc::StatusCode::ABORTED)
+        << bad;
+  }
+  csi::v1::ListVolumesRequest negative;
+  negative.set_max_entries(-1);
+  EXPECT_EQ(csi_->ListVolumes(nullptr, &negative, &resp).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+// --- ControllerGetVolume -------------------------------------------------------
+
+TEST_F(CsiControllerTest, ControllerGetVolumeReportsPublicationsAndTheCondition) {
+  RegisterNode("node-a");
+  auto intent = Intent(true, {"node-a"}, 2);
+  intent.published_nodes.push_back({"node-b", true});
+  CreateVolume(Spec("pvc-1"), intent);
+  CreateVolume(Spec("pvc-2"), Intent());
+
+  csi::v1::ControllerGetVolumeRequest req;
+  req.set_volume_id("pvc-2");
+  csi::v1::ControllerGetVolumeResponse resp;
+  ASSERT_TRUE(csi_->ControllerGetVolume(nullptr, &req, &resp).ok());
+  EXPECT_TRUE(resp.status().volume_condition().abnormal()) << "never reconciled";
+  EXPECT_EQ(resp.status().volume_condition().message(), "not reconciled yet");
+
+  ASSERT_TRUE(reconciler_->ReconcileNow("pvc-1").ok());
+  req.set_volume_id("pvc-1");
+  resp.Clear();
+  ASSERT_TRUE(csi_->ControllerGetVolume(nullptr, &req, &resp).ok());
+  EXPECT_EQ(resp.volume().volume_id(), "pvc-1");
+  EXPECT_EQ(resp.volume().capacity_bytes(), kGiB);
+  EXPECT_EQ(resp.volume().volume_context().at("protocol"), "nvmeof-tcp");
+  EXPECT_EQ(resp.volume().volume_context().at("targetID"), "nqn.2024-01.com.bhyoo.pillar:pvc-1");
+  EXPECT_THAT(resp.status().published_node_ids(), ElementsAre("node-a"));
+  EXPECT_FALSE(resp.status().volume_condition().abnormal());
+  EXPECT_THAT(resp.status().volume_condition().message(), HasSubstr("Reconciled"));
+
+  agent_->FailWith(AgentCall::kGetExport, Unavailable("agent down"));
+  ASSERT_TRUE(reconciler_->ReconcileNow("pvc-1").ok());
+  resp.Clear();
+  ASSERT_TRUE(csi_->ControllerGetVolume(nullptr, &req, &resp).ok());
+  EXPECT_TRUE(resp.status().volume_condition().abnormal());
+  EXPECT_THAT(resp.status().volume_condition().message(), HasSubstr("AgentUnavailable"));
+
+  req.set_volume_id("");
+  EXPECT_EQ(csi_->ControllerGetVolume(nullptr, &req, &resp).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  req.set_volume_id("pvc-none");
+  EXPECT_EQ(csi_->ControllerGetVolume(nullptr, &req, &resp).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+}
+
+// --- GetCapacity -----------------------------------------------------------------
+
+TEST_F(CsiControllerTest, GetCapacityAsksTheAgentForThePool) {
+  agent_->AddPool("other", 10 * kGiB, 1 * kGiB);
+  csi::v1::GetCapacityRequest req;
+  (*req.mutable_parameters())["agent"] = kAgentRef;
+  (*req.mutable_parameters())["pool"] = "tank";
+  csi::v1::GetCapacityResponse resp;
+  grpc::Status s = csi_->GetCapacity(nullptr, &req, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(resp.available_capacity(), 40 * kGiB);
+  EXPECT_EQ(resp.maximum_volume_size().value(), 40 * kGiB);
+
+  agent_->FailWith(AgentCall::kGetCapacity, Unavailable("agent down"));
+  EXPECT_EQ(csi_->GetCapacity(nullptr, &req, &resp).error_code(), grpc::StatusCode::UNAVAILABLE);
+
+  (*req.mutable_parameters())["agent"] = "storage-9";
+  EXPECT_EQ(csi_->GetCapacity(nullptr, &req, &resp).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT)
+      << "an unknown agent is a bad parameter";
+  req.mutable_parameters()->erase("pool");
+  EXPECT_EQ(csi_->GetCapacity(nullptr, &req, &resp).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+// --- ControllerGetCapabilities ----------------------------------------------------
+
+TEST_F(CsiControllerTest, ControllerGetCapabilitiesAdvertisesWhatIsImplemented) {
+  csi::v1::ControllerGetCapabilitiesRequest req;
+  csi::v1::ControllerGetCapabilitiesResponse resp;
+  ASSERT_TRUE(csi_->ControllerGetCapabilities(nullptr, &req, &resp).ok());
+  using T = csi::v1::ControllerServiceCapability::RPC;
+  std::set<int> got;
+  for (const auto& c : resp.capabilities()) got.insert(c.rpc().type());
+  EXPECT_EQ(got,
+            (std::set<int>{T::CREATE_DELETE_VOLUME, T::PUBLISH_UNPUBLISH_VOLUME, T::LIST_VOLUMES,
+                           T::GET_CAPACITY, T::PUBLISH_READONLY, T::EXPAND_VOLUME,
+                           T::LIST_VOLUMES_PUBLISHED_NODES, T::VOLUME_CONDITION, T::GET_VOLUME}));
+  EXPECT_EQ(got.count(T::CREATE_DELETE_SNAPSHOT), 0u) << "snapshots are not implemented";
+}
+
+// --- ControllerExpandVolume -------------------------------------------------------
+
+TEST_F(CsiControllerTest, ControllerExpandVolumeGrowsAndReportsNodeExpansion) {
+  CreateVolume(Spec("fs-1", Protocol::kNvmeofTcp, "mount"), Intent());
+  CreateVolume(Spec("blk-1"), Intent());
+
+  csi::v1::ControllerExpandVolumeResponse resp;
+  grpc::Status s = Expand("fs-1", 2 * kGiB + 1, 0, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_GE(resp.capacity_bytes(), 2 * kGiB + 1);
+  EXPECT_EQ(resp.capacity_bytes() % (4 << 20), 0) << "rounded up to the allocation quantum";
+  EXPECT_TRUE(resp.node_expansion_required()) << "a filesystem on a block device";
+  EXPECT_EQ(Volume("fs-1").status.capacity_bytes, resp.capacity_bytes());
+  EXPECT_EQ(agent_->VolumeOf("tank/fs-1")->size_bytes(), resp.capacity_bytes());
+  int64_t grown = resp.capacity_bytes();
+
+  // Smaller than what it has: nothing to do, the current size is the answer.
+  resp.Clear();
+  ASSERT_TRUE(Expand("fs-1", kGiB, 0, &resp).ok());
+  EXPECT_EQ(resp.capacity_bytes(), grown);
+  EXPECT_EQ(agent_->Calls(AgentCall::kExpandVolume), 1);
+
+  resp.Clear();
+  ASSERT_TRUE(Expand("blk-1", 3 * kGiB, 0, &resp).ok());
+  EXPECT_EQ(resp.capacity_bytes(), 3 * kGiB);
+  EXPECT_FALSE(resp.node_expansion_required()) << "raw block needs no node step";
+
+  EXPECT_EQ(Expand("blk-1", 5 * kGiB, 4 * kGiB).error_code(), grpc::StatusCode::OUT_OF_RANGE);
+  EXPECT_EQ(Expand("blk-1", -1).error_code(), grpc::StatusCode::OUT_OF_RANGE);
+  EXPECT_EQ(Expand("", kGiB).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Expand("pvc-none", 4 * kGiB).error_code(), grpc::StatusCode::NOT_FOUND);
+  csi::v1::ControllerExpandVolumeRequest no_range;
+  no_range.set_volume_id("blk-1");
+  EXPECT_EQ(csi_->ControllerExpandVolume(nullptr, &no_range, &resp).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+
+  // The agent fails: the recorded capacity stays what the agent last confirmed.
+  agent_->FailWith(AgentCall::kExpandVolume, Internal("lvextend failed"));
+  EXPECT_EQ(Expand("blk-1", 8 * kGiB).error_code(), grpc::StatusCode::INTERNAL);
+  EXPECT_EQ(Volume("blk-1").status.capacity_bytes, 3 * kGiB);
+}
+
+// --- The leader gate -----------------------------------------------------------
+
+class CsiLeaderGateTest : public CsiControllerTest {};
+
+TEST_F(CsiLeaderGateTest, NonLeaderRefusesEveryMutationAndChangesNothing) {
+  PublishedVolume("pvc-1", {"node-a"});
+  RegisterNode("node-b");
+  CreateVolume(Spec("pvc-2"), Intent(true, {}, 0));
+  const auto before = Snapshot();
+  const int calls = agent_->TotalCalls();
+  leader_.Set(false);
+
+  csi::v1::CreateVolumeRequest create;
+  create.set_name("pvc-new");
+  *create.add_volume_capabilities() = Capability();
+  (*create.mutable_parameters())["agent"] = kAgentRef;
+  (*create.mutable_parameters())["pool"] = "tank";
+  (*create.mutable_parameters())["protocol"] = "nvmeof-tcp";
+  csi::v1::CreateVolumeResponse created;
+  csi::v1::DeleteVolumeRequest del;
+  del.set_volume_id("pvc-2");
+  csi::v1::DeleteVolumeResponse deleted;
+
+  EXPECT_EQ(csi_->CreateVolume(nullptr, &create, &created).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(csi_->DeleteVolume(nullptr, &del, &deleted).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(Publish("pvc-2", "node-b").error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(Unpublish("pvc-1", "node-a").error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(Expand("pvc-1", 4 * kGiB).error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(Snapshot(), before) << "a non-leader records nothing";
+  EXPECT_EQ(agent_->TotalCalls(), calls) << "and drives no agent";
+
+  csi::v1::ProbeRequest probe;
+  csi::v1::ProbeResponse ready;
+  CsiIdentity identity(leader_);
+  ASSERT_TRUE(identity.Probe(nullptr, &probe, &ready).ok());
+  EXPECT_FALSE(ready.ready().value());
+
+  // The same requests succeed once this replica leads.
+  leader_.Set(true);
+  EXPECT_TRUE(csi_->CreateVolume(nullptr, &create, &created).ok());
+  EXPECT_TRUE(csi_->DeleteVolume(nullptr, &del, &deleted).ok());
+  EXPECT_TRUE(Unpublish("pvc-1", "node-a").ok());
+  EXPECT_TRUE(Expand("pvc-1", 4 * kGiB).ok());
+  EXPECT_NE(Snapshot(), before);
+  ready.Clear();
+  ASSERT_TRUE(identity.Probe(nullptr, &probe, &ready).ok());
+  EXPECT_TRUE(ready.ready().value());
+}
+
+TEST(CsiLeaderFileLockTest, OneReplicaLeadsAndTheOtherTakesOverWhenItGoes) {
+  pillar::testing::TempDir dir;
+  const std::string lock = dir.Sub("controller.lock");
+  auto first = std::make_unique<FileLockLeader>(lock);
+  ASSERT_TRUE(first->WaitForLeadership().ok());
+  EXPECT_TRUE(first->IsLeader());
+
+  // The second replica waits on its own thread; shared, so a failed test
+  // that leaves it blocked does not pull its state from under it.
+  struct Replica {
+    explicit Replica(std::string path) : leader(std::move(path)) {}
+    FileLockLeader leader;
+    std::atomic<bool> returned{false};
+    pillar::Status result;
+  };
+  auto second = std::make_shared<Replica>(lock);
+  std::thread([second] {
+    second->result = second->leader.WaitForLeadership();
+    second->returned = true;
+  }).detach();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_FALSE(second->returned) << "two leaders on one lock";
+  EXPECT_FALSE(second->leader.IsLeader());
+  EXPECT_TRUE(first->IsLeader());
+
+  first.reset();  // the leader exits; its lock goes with it
+  ASSERT_TRUE(WaitFor([&] { return second->returned.load(); }))
+      << "the waiting replica never took over";
+  EXPECT_TRUE(second->result.ok()) << second->result.ToString();
+  EXPECT_TRUE(second->leader.IsLeader());
+}
+
+}  // namespace
+}  // namespace pillar::controller::testing

@@ -1,0 +1,132 @@
+// A scripted storage-node agent for the controller's unit tests: it keeps
+// exports, backend volumes and fencing marks in memory, fences ApplyExport
+// the way the real agent does (an older generation or another lifecycle's uid
+// is ABORTED), and lets a test inject failures, rewrite answers, hold calls
+// and count them. Not linked into any product binary.
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/protocol.h"
+#include "controller/agent_client.h"
+
+namespace pillar::controller::testing {
+
+namespace av1 = pillar::agent::v1;
+
+enum class AgentCall {
+  kGetInfo,
+  kCreateVolume,
+  kExpandVolume,
+  kDeleteVolume,
+  kGetCapacity,
+  kApplyExport,
+  kGetExport,
+  kListExports,
+  kUnexportVolume,
+};
+
+class FakeAgent : public AgentClient {
+ public:
+  FakeAgent() = default;
+
+  StatusOr<av1::GetInfoResponse> GetInfo() override;
+  StatusOr<av1::CreateVolumeResponse> CreateVolume(const av1::CreateVolumeRequest& r) override;
+  StatusOr<av1::ExpandVolumeResponse> ExpandVolume(const av1::ExpandVolumeRequest& r) override;
+  Status DeleteVolume(const av1::DeleteVolumeRequest& r) override;
+  StatusOr<av1::GetCapacityResponse> GetCapacity(const av1::GetCapacityRequest& r) override;
+  StatusOr<av1::ApplyExportResponse> ApplyExport(const av1::ApplyExportRequest& r) override;
+  StatusOr<av1::GetExportResponse> GetExport(const av1::GetExportRequest& r) override;
+  StatusOr<av1::ListExportsResponse> ListExports() override;
+  StatusOr<av1::UnexportVolumeResponse> UnexportVolume(
+      const av1::UnexportVolumeRequest& r) override;
+
+  // --- Scripting -----------------------------------------------------------
+
+  // Every later call of `call` fails with `s` (until ClearFailure).
+  void FailWith(AgentCall call, Status s);
+  void ClearFailure(AgentCall call);
+  // Runs first in every call, outside the agent's lock: a test can write to
+  // the store here (a concurrent writer) or count.
+  void OnCall(std::function<void(AgentCall)> hook);
+  // Edits what a successful ApplyExport leaves in place (and reports): an
+  // agent whose apply did not take, e.g. an ACL entry the kernel kept.
+  void RewriteApply(std::function<void(av1::Export&)> rewrite);
+  // While held, every call waits (counted as in flight) until Release().
+  void Hold();
+  void Release();
+
+  // --- State ---------------------------------------------------------------
+
+  // Puts an export in place as if the kernel had it; its fence becomes the
+  // volume's mark on disk.
+  void SetExport(const av1::Export& e);
+  std::optional<av1::Export> ExportOf(const std::string& agent_volume_id, Protocol p);
+  // The kernel target state is lost (module reload, reboot); marks survive.
+  void WipeExports();
+  void SetBootEpoch(const std::string& epoch);
+  void AddPool(const std::string& name, int64_t total_bytes, int64_t available_bytes);
+  void AddVolume(const std::string& agent_volume_id, int64_t size_bytes);
+  std::optional<av1::Volume> VolumeOf(const std::string& agent_volume_id);
+  // The fencing mark of a volume: (uid, generation).
+  std::optional<av1::Fence> MarkOf(const std::string& agent_volume_id);
+
+  // --- Observation ---------------------------------------------------------
+
+  int Calls(AgentCall call);
+  int TotalCalls();
+  int InFlight();
+  int MaxInFlight();
+  std::vector<av1::ApplyExportRequest> Applies();
+
+ private:
+  // Counts the call, runs the hook and waits while held (in flight meanwhile);
+  // returns the scripted failure, if any.
+  Status Enter(AgentCall call);
+  static std::string Key(const std::string& agent_volume_id, av1::Protocol p);
+  // ABORTED when (uid, generation) is older than the mark or of another lifecycle.
+  Status CheckFenceLocked(const std::string& agent_volume_id, const av1::Fence& fence);
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool held_ = false;
+  int in_flight_ = 0;
+  int max_in_flight_ = 0;
+  std::map<AgentCall, int> calls_;
+  std::map<AgentCall, Status> failures_;
+  std::function<void(AgentCall)> hook_;
+  std::function<void(av1::Export&)> rewrite_apply_;
+  std::vector<av1::ApplyExportRequest> applies_;
+
+  std::string boot_epoch_ = "epoch-1";
+  std::map<std::string, av1::Export> exports_;  // Key() -> export
+  std::map<std::string, av1::Fence> marks_;     // agent volume id -> mark
+  std::map<std::string, av1::Volume> volumes_;  // agent volume id -> volume
+  std::vector<av1::Pool> pools_;
+};
+
+// Resolves agentRefs to FakeAgents; an unknown agent is UNAVAILABLE (nothing
+// answers at its address).
+class FakeAgentDirectory : public AgentDirectory {
+ public:
+  std::shared_ptr<FakeAgent> Add(const std::string& agent_ref);
+  StatusOr<std::shared_ptr<AgentClient>> Client(const std::string& agent_ref,
+                                                const AgentEndpoint& endpoint) override;
+  int ClientCalls();
+  std::optional<AgentEndpoint> LastEndpoint(const std::string& agent_ref);
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<FakeAgent>> agents_;
+  std::map<std::string, AgentEndpoint> endpoints_;
+  int client_calls_ = 0;
+};
+
+}  // namespace pillar::controller::testing

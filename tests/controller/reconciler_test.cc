@@ -1,0 +1,456 @@
+// The export reconciler's decisions, against a scripted agent and the real
+// SQLite store: when it applies, what it reports, and what it never does.
+#include "controller/reconciler.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+
+#include "controller/controller_fixture.h"
+
+namespace pillar::controller::testing {
+namespace {
+
+using std::chrono::milliseconds;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// Nothing runs on its own unless a test asks for it.
+ReconcilerOptions QuietOptions() {
+  ReconcilerOptions o;
+  o.resync_interval = std::chrono::hours(24);
+  o.epoch_poll_interval = std::chrono::hours(24);
+  o.backoff_base = milliseconds(100);
+  o.backoff_max = std::chrono::seconds(5);
+  return o;
+}
+
+class ReconcilerTest : public ControllerFixture {
+ protected:
+  void TearDown() override {
+    agent_->Release();
+    if (reconciler_) reconciler_->Stop();
+  }
+
+  ExportReconciler& reconciler() {
+    if (!reconciler_) {
+      reconciler_ = std::make_unique<ExportReconciler>(store(), agents_, clock_, options_);
+    }
+    return *reconciler_;
+  }
+
+  ReconcileOutcome Reconcile(const std::string& name) {
+    auto r = reconciler().ReconcileNow(name);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : ReconcileOutcome();
+  }
+
+  std::string Uid(const std::string& name) { return Get(api::kKindVolume, name).uid; }
+
+  ReconcilerOptions options_ = QuietOptions();
+  std::unique_ptr<ExportReconciler> reconciler_;
+};
+
+TEST_F(ReconcilerTest, MissingExportIsBuiltFromTheRecordedIntentWithItsFence) {
+  RegisterNode("node-a");
+  RegisterNode("node-b");
+  auto status = Intent(true, {"node-a", "node-b"}, 2);
+  status.published_nodes.push_back({"node-c", true});  // revoking: out of the ACL
+  CreateVolume(Spec("pvc-1"), status);
+
+  auto out = Reconcile("pvc-1");
+  EXPECT_EQ(out.condition.reason, api::kReasonReconciled) << out.condition.message;
+  EXPECT_THAT(out.drift, ElementsAre("export is missing on the agent"));
+  auto applies = agent_->Applies();
+  ASSERT_EQ(applies.size(), 1u);
+  EXPECT_EQ(applies[0].fence().volume_uid(), Uid("pvc-1"));
+  EXPECT_EQ(applies[0].fence().publication_generation(), 2);
+  EXPECT_EQ(applies[0].spec().port(), 4420) << "port 0 is the protocol default";
+  EXPECT_EQ(applies[0].spec().bind_address(), kAgentAddress);
+  EXPECT_TRUE(applies[0].spec().acl_enabled());
+  EXPECT_THAT(AllowedHosts("pvc-1"), ElementsAre(NqnOf("node-a"), NqnOf("node-b")));
+  EXPECT_EQ(Condition("pvc-1"), "True/Reconciled");
+  auto v = Volume("pvc-1");
+  ASSERT_TRUE(v.status.export_info.has_value());
+  EXPECT_EQ(v.status.export_info->target_id, "nqn.2024-01.com.bhyoo.pillar:pvc-1");
+  EXPECT_EQ(v.status.export_info->port, 4420);
+}
+
+TEST_F(ReconcilerTest, ExportThatLooksRightButWhoseFenceIsBehindIsReapplied) {
+  RegisterNode("node-a");
+  CreateVolume(Spec("pvc-1"), Intent(true, {"node-a"}, 5));
+  // Exactly the intent, but written at generation 3: the mark never caught
+  // up (a lost answer, an agent restored from an old disk).
+  agent_->SetExport(ExportFor("pvc-1", Uid("pvc-1"), 3));
+
+  auto out = Reconcile("pvc-1");
+  EXPECT_TRUE(out.drift.empty()) << "the export itself matched";
+  ASSERT_EQ(agent_->Calls(AgentCall::kApplyExport), 1) << "a fence behind must be re-applied";
+  EXPECT_EQ(agent_->Applies()[0].fence().publication_generation(), 5);
+  ASSERT_TRUE(agent_->MarkOf("tank/pvc-1").has_value());
+  EXPECT_EQ(agent_->MarkOf("tank/pvc-1")->publication_generation(), 5);
+  EXPECT_EQ(Condition("pvc-1"), "True/Reconciled");
+}
+
+TEST_F(ReconcilerTest, ExportWithoutAnyFenceIsReappliedSoTheMarkExists) {
+  RegisterNode("node-a");
+  CreateVolume(Spec("pvc-1"), Intent(true, {"node-a"}, 1));
+  agent_->SetExport(ExportFor("pvc-1", "", 0));  // made before fencing existed
+
+  Reconcile("pvc-1");
+  EXPECT_EQ(agent_->Calls(AgentCall::kApplyExport), 1);
+  ASSERT_TRUE(agent_->MarkOf("tank/pvc-1").has_value());
+  EXPECT_EQ(agent_->MarkOf("tank/pvc-1")->volume_uid(), Uid("pvc-1"));
+  EXPECT_EQ(Condition("pvc-1"), "True/Reconciled");
+}
+
+TEST_F(ReconcilerTest, ExportFencedByAnotherLifecycleIsNeverReportedReconciled) {
+  RegisterNode("node-a");
+  CreateVolume(Spec("pvc-1"), Intent(true, {"node-a"}, 5));
+  // Same name, same ACL, but another lifecycle of the volume holds the mark.
+  agent_->SetExport(ExportFor("pvc-1", "0d6c1f4e-0000-4000-8000-000000000000", 9));
+
+  auto out = Reconcile("pvc-1");
+  EXPECT_EQ(agent_->Calls(AgentCall::kApplyExport), 1) << "a foreign fence is behind";
+  EXPECT_EQ(Condition("pvc-1"), "False/StaleGeneration") << out.condition.message;
+}
+
+TEST_F(ReconcilerTest, CurrentOrNewerFenceWithTheRightExportAppliesNothing) {
+  RegisterNode("node-a");
+  CreateVolume(Spec("pvc-1"), Intent(true, {"node-a"}, 5));
+  agent_->SetExport(ExportFor("pvc-1", Uid("pvc-1"), 5));
+  Reconcile("pvc-1");
+  EXPECT_EQ(agent_->Calls(AgentCall::kGetExport), 1);
+  EXPECT_EQ(agent_->Calls(AgentCall::kApplyExport), 0);
+  EXPECT_EQ(Condition("pvc-1"), "True/Reconciled");
+
+  // A newer mark than this write: re-applying would only be refused.
+  agent_->SetExport(ExportFor("pvc-1", Uid("pvc-1"), 8));
+  Reconcile("pvc-1");
+  EXPECT_EQ(agent_->Calls(AgentCall::kApplyExport), 0);
+}
+
+TEST_F(ReconcilerTest, ApplyThatLeavesTheExportDifferentIsReconcileFailedNeverReconciled) {
+  RegisterNode("node-a");
+  RegisterNode("node-b");
+  CreateVolume(Spec("pvc-1"), Intent(true, {"node-a", "node-b"}, 4));
+  // The agent answers OK but node-b's entry did not take.
+  agent_->RewriteApply([](av1::Export& e) {
+    e.clear_allowed_hosts();
+    e.add_allowed_hosts(NqnOf("node-a"));
+  });
+  auto out = Reconcile("pvc-1");
+  EXPECT_EQ(agent_->Calls(AgentCall::kApplyExport), 1);
+  EXPECT_EQ(Condition("pvc-1"), "False/ReconcileFailed");
+  EXPECT_THAT(ConditionMessage("pvc-1"), HasSubstr("still differs"));
+  EXPECT_THAT(ConditionMessage("pvc-1"), HasSubstr("missing ACL entry " + NqnOf("node-b")));
+  EXPECT_FALSE(Volume("pvc-1").status.export_info.has_value()) << "no endpoint for consumers";
+
+  // An agent whose ACL stays off when the intent has it on: wider than recorded.
+  agent_->RewriteApply([](av1::Export& e) { e.mutable_spec()->set_acl_enabled(false); });
+  Reconcile("pvc-1");
+  EXPECT_EQ(Condition("pvc-1"), "False/ReconcileFailed");
+  EXPECT_THAT(ConditionMessage("pvc-1"), HasSubstr("aclEnabled is false, want true"));
+
+  // Once the apply takes, the same volume is Reconciled.
+  agent_->RewriteApply(nullptr);
+  Reconcile("pvc-1");
+  EXPECT_EQ(Condition("pvc-1"), "True/Reconciled");
+}
+
+TEST_F(ReconcilerTest, AgentErrorsMapToTheirReasons) {
+  CreateVolume(Spec("pvc-1"), Intent(false));
+  struct Case {
+    AgentCall call;
+    pillar::Status error;
+    const char* want;
+  };
+  const std::vector<Case> cases = {
+      {AgentCall::kApplyExport, Aborted("fenced: generation 9 held"), "False/StaleGeneration"},
+      {AgentCall::kApplyExport, Unavailable("connection refused"), "False/AgentUnavailable"},
+      {AgentCall::kApplyExport, DeadlineExceeded("deadline"), "False/AgentUnavailable"},
+      {AgentCall::kApplyExport, Internal("configfs write failed"), "False/ReconcileFailed"},
+      {AgentCall::kGetExport, Unavailable("connection refused"), "False/AgentUnavailable"},
+      {AgentCall::kGetExport, DeadlineExceeded("deadline"), "False/AgentUnavailable"},
+      {AgentCall::kGetExport, Internal("cannot read configfs"), "False/ReconcileFailed"},
+  };
+  for (const auto& c : cases) {
+    agent_->FailWith(c.call, c.error);
+    Reconcile("pvc-1");
+    EXPECT_EQ(Condition("pvc-1"), c.want) << c.error.ToString();
+    EXPECT_THAT(ConditionMessage("pvc-1"), HasSubstr(c.error.message()));
+    agent_->ClearFailure(c.call);
+  }
+  EXPECT_EQ(agent_->Calls(AgentCall::kApplyExport), 4) << "a failed observe applies nothing";
+}
+
+TEST_F(ReconcilerTest, RealFencingRefusalIsStaleGeneration) {
+  RegisterNode("node-a");
+  CreateVolume(Spec("pvc-1"), Intent(true, {"node-a"}, 5));
+  // A newer controller (generation 7) already changed the ACL; this record is older.
+  auto newer = ExportFor("pvc-1", Uid("pvc-1"), 7);
+  newer.clear_allowed_hosts();
+  agent_->SetExport(newer);
+  Reconcile("pvc-1");
+  EXPECT_EQ(agent_->Calls(AgentCall::kApplyExport), 1);
+  EXPECT_EQ(Condition("pvc-1"), "False/StaleGeneration");
+  EXPECT_TRUE(AllowedHosts("pvc-1").empty()) << "the newer write stands";
+}
+
+TEST_F(ReconcilerTest, UnreachableOrUnregisteredAgent) {
+  RegisterAgent("storage-2", "10.0.0.6", kBootEpoch);  // in the store, nothing answers
+  auto spec = Spec("pvc-2");
+  spec.agent_ref = "storage-2";
+  CreateVolume(spec, Intent(false));
+  Reconcile("pvc-2");
+  EXPECT_EQ(Condition("pvc-2"), "False/AgentUnavailable");
+
+  spec = Spec("pvc-9");
+  spec.agent_ref = "storage-9";  // no PillarAgent at all
+  CreateVolume(spec, Intent(false));
+  Reconcile("pvc-9");
+  EXPECT_EQ(Condition("pvc-9"), "False/ReconcileFailed");
+  EXPECT_THAT(ConditionMessage("pvc-9"), HasSubstr("PillarAgent storage-9"));
+  EXPECT_EQ(agent_->TotalCalls(), 0);
+}
+
+TEST_F(ReconcilerTest, MalformedRecordIsReconcileFailedNamingTheFieldAndTouchesNothing) {
+  CreateVolume(Spec("pvc-1"), Intent(false));
+  EditStatus(api::kKindVolume, "pvc-1", [](nlohmann::json& s) { s["exportSpec"]["port"] = "80"; });
+  Reconcile("pvc-1");
+  EXPECT_EQ(Condition("pvc-1"), "False/ReconcileFailed");
+  EXPECT_THAT(ConditionMessage("pvc-1"), HasSubstr("status.exportSpec.port"));
+
+  CreateVolume(Spec("pvc-2"), Intent(true, {"node-a"}));
+  EditStatus(api::kKindVolume, "pvc-2",
+             [](nlohmann::json& s) { s["publishedNodes"][0].erase("nodeID"); });
+  Reconcile("pvc-2");
+  EXPECT_EQ(Condition("pvc-2"), "False/ReconcileFailed");
+  EXPECT_THAT(ConditionMessage("pvc-2"), HasSubstr("status.publishedNodes[0].nodeID"));
+  EXPECT_EQ(agent_->TotalCalls(), 0);
+}
+
+TEST_F(ReconcilerTest, DeletingVolumeIsSkippedWithoutAnyAgentCall) {
+  RegisterNode("node-a");
+  auto status = Intent(true, {"node-a"}, 3);
+  status.deleting = true;
+  CreateVolume(Spec("pvc-1"), status);
+  CreateVolume(Spec("pvc-2"), Intent(true, {"node-a"}, 3));
+  auto obj = Get(api::kKindVolume, "pvc-2");
+  obj.deletion_timestamp = "2025-01-01T00:00:00Z";
+  ASSERT_TRUE(store().Update(obj).ok());
+  auto before1 = Get(api::kKindVolume, "pvc-1");
+  auto before2 = Get(api::kKindVolume, "pvc-2");
+
+  EXPECT_TRUE(reconciler().ReconcileNow("pvc-1").ok());
+  EXPECT_TRUE(reconciler().ReconcileNow("pvc-2").ok());
+  EXPECT_EQ(agent_->TotalCalls(), 0);
+  EXPECT_EQ(agents_.ClientCalls(), 0);
+  EXPECT_EQ(Get(api::kKindVolume, "pvc-1"), before1) << "DeleteVolume owns it: nothing recorded";
+  EXPECT_EQ(Get(api::kKindVolume, "pvc-2"), before2);
+}
+
+TEST_F(ReconcilerTest, ExportSpecMissingTouchesNothing) {
+  RegisterNode("node-a");
+  CreateVolume(Spec("pvc-1"), Intent(true, {"node-a"}, 3));
+  auto existing = ExportFor("pvc-1", Uid("pvc-1"), 2);
+  existing.add_allowed_hosts(NqnOf("node-z"));  // whatever the target has, it stays
+  agent_->SetExport(existing);
+  EditStatus(api::kKindVolume, "pvc-1", [](nlohmann::json& s) { s.erase("exportSpec"); });
+
+  Reconcile("pvc-1");
+  EXPECT_EQ(Condition("pvc-1"), "False/ExportSpecMissing");
+  EXPECT_EQ(agent_->TotalCalls(), 0);
+  EXPECT_EQ(agents_.ClientCalls(), 0);
+  auto now = agent_->ExportOf("tank/pvc-1", Protocol::kNvmeofTcp);
+  ASSERT_TRUE(now.has_value());
+  EXPECT_EQ(now->SerializeAsString(), existing.SerializeAsString());
+}
+
+TEST_F(ReconcilerTest, UnresolvablePublishedNodeAppliesNothingSoItsEntryIsNeverDropped) {
+  RegisterNode("node-a");
+  CreateVolume(Spec("pvc-1"), Intent(true, {"node-a"}, 2));
+  auto existing = ExportFor("pvc-1", Uid("pvc-1"), 2);
+  existing.add_allowed_hosts(NqnOf("node-gone"));
+  agent_->SetExport(existing);
+  // node-gone is published but its PillarNode record is missing.
+  EditStatus(api::kKindVolume, "pvc-1", [](nlohmann::json& s) {
+    s["publishedNodes"].push_back({{"nodeID", "node-gone"}, {"revoking", false}});
+    s["publicationGeneration"] = 3;
+  });
+
+  Reconcile("pvc-1");
+  EXPECT_EQ(Condition("pvc-1"), "False/ReconcileFailed");
+  EXPECT_THAT(ConditionMessage("pvc-1"), HasSubstr("node-gone"));
+  EXPECT_EQ(agent_->Calls(AgentCall::kApplyExport), 0);
+  EXPECT_THAT(AllowedHosts("pvc-1"), ElementsAre(NqnOf("node-a"), NqnOf("node-gone")));
+}
+
+TEST_F(ReconcilerTest, ConcurrentStatusWriteIsRetriedAndNeitherWriteIsLost) {
+  RegisterNode("node-a");
+  RegisterNode("node-b");
+  CreateVolume(Spec("pvc-1"), Intent(true, {"node-a"}, 1));
+  // Between the reconciler's read and its status write, a publish records
+  // node-b and the resize path records a new capacity.
+  std::atomic<bool> fired{false};
+  agent_->OnCall([&](AgentCall c) {
+    if (c != AgentCall::kGetExport || fired.exchange(true)) return;
+    EditStatus(api::kKindVolume, "pvc-1", [](nlohmann::json& s) {
+      s["publishedNodes"].push_back({{"nodeID", "node-b"}, {"revoking", false}});
+      s["publicationGeneration"] = 2;
+      s["capacityBytes"] = 2LL << 30;
+    });
+  });
+
+  auto r = reconciler().ReconcileNow("pvc-1");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(fired);
+  EXPECT_EQ(agent_->Calls(AgentCall::kGetExport), 2) << "the lost CAS re-reads and re-observes";
+  auto v = Volume("pvc-1");
+  EXPECT_EQ(v.status.capacity_bytes, 2LL << 30);
+  ASSERT_EQ(v.status.published_nodes.size(), 2u);
+  EXPECT_EQ(v.status.publication_generation, 2);
+  EXPECT_EQ(Condition("pvc-1"), "True/Reconciled");
+  EXPECT_THAT(AllowedHosts("pvc-1"), ElementsAre(NqnOf("node-a"), NqnOf("node-b")));
+  EXPECT_EQ(agent_->MarkOf("tank/pvc-1")->publication_generation(), 2);
+}
+
+TEST_F(ReconcilerTest, ResyncWithoutDriftWritesNoStatusAndAppliesNothing) {
+  RegisterNode("node-a");
+  CreateVolume(Spec("pvc-1"), Intent(true, {"node-a"}, 1));
+  CreateVolume(Spec("pvc-2", Protocol::kNfs, "mount"), Intent(true, {"node-a"}, 1));
+  Reconcile("pvc-1");
+  Reconcile("pvc-2");
+  ASSERT_EQ(Condition("pvc-1"), "True/Reconciled");
+  ASSERT_EQ(Condition("pvc-2"), "True/Reconciled");
+  auto before1 = Get(api::kKindVolume, "pvc-1");
+  auto before2 = Get(api::kKindVolume, "pvc-2");
+  int applies = agent_->Calls(AgentCall::kApplyExport);
+  int gets = agent_->Calls(AgentCall::kGetExport);
+
+  ResyncStats stats = reconciler().ResyncAll();
+  EXPECT_EQ(stats.volumes, 2);
+  EXPECT_EQ(stats.drifted, 0);
+  EXPECT_EQ(stats.status_writes, 0);
+  EXPECT_EQ(agent_->Calls(AgentCall::kListExports), 1) << "one list per agent";
+  EXPECT_EQ(agent_->Calls(AgentCall::kGetExport), gets);
+  EXPECT_EQ(agent_->Calls(AgentCall::kApplyExport), applies);
+  EXPECT_EQ(Get(api::kKindVolume, "pvc-1"), before1);
+  EXPECT_EQ(Get(api::kKindVolume, "pvc-2"), before2);
+}
+
+TEST_F(ReconcilerTest, ResyncRepairsAnOutOfBandEdit) {
+  RegisterNode("node-a");
+  CreateVolume(Spec("pvc-1"), Intent(true, {"node-a"}, 1));
+  Reconcile("pvc-1");
+  // Someone edits the target behind pillar's back: node-a's entry goes, an intruder comes.
+  auto edited = *agent_->ExportOf("tank/pvc-1", Protocol::kNvmeofTcp);
+  edited.clear_allowed_hosts();
+  edited.add_allowed_hosts(NqnOf("intruder"));
+  agent_->SetExport(edited);
+
+  ResyncStats stats = reconciler().ResyncAll();
+  EXPECT_EQ(stats.drifted, 1);
+  EXPECT_EQ(agent_->Calls(AgentCall::kApplyExport), 2);
+  EXPECT_THAT(AllowedHosts("pvc-1"), ElementsAre(NqnOf("node-a")));
+  EXPECT_EQ(Condition("pvc-1"), "True/Reconciled");
+}
+
+// The background loops: workers, backoff, the per-agent bound, the epoch poller.
+class ReconcilerLoopTest : public ReconcilerTest {};
+
+TEST_F(ReconcilerLoopTest, FailingVolumeIsRetriedLaterWithBackoffNotHotLooped) {
+  options_.workers = 1;
+  options_.backoff_base = milliseconds(100);
+  CreateVolume(Spec("pvc-1"), Intent(false));
+  std::mutex mu;
+  std::vector<std::chrono::steady_clock::time_point> attempts;
+  agent_->OnCall([&](AgentCall c) {
+    if (c != AgentCall::kGetExport) return;
+    std::lock_guard<std::mutex> lock(mu);
+    attempts.push_back(std::chrono::steady_clock::now());
+  });
+  agent_->FailWith(AgentCall::kGetExport, Unavailable("agent down"));
+  ASSERT_TRUE(reconciler().Start().ok());
+  reconciler().EnqueueVolume("pvc-1");
+
+  ASSERT_TRUE(WaitFor([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return attempts.size() >= 4;
+  })) << "a failing volume is retried";
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    // Exponential: at least 100, 200, 400 ms between attempts.
+    for (size_t i = 1; i < 4; ++i) {
+      auto gap = std::chrono::duration_cast<milliseconds>(attempts[i] - attempts[i - 1]);
+      EXPECT_GE(gap.count(), 100 << (i - 1)) << "attempt " << i;
+    }
+  }
+  EXPECT_EQ(Condition("pvc-1"), "False/AgentUnavailable");
+
+  agent_->ClearFailure(AgentCall::kGetExport);
+  EXPECT_TRUE(WaitFor([&] { return Condition("pvc-1") == "True/Reconciled"; }))
+      << "retried once the agent is back, with no trigger but the backoff";
+}
+
+TEST_F(ReconcilerLoopTest, ConcurrentAgentCallsAreBoundedPerAgent) {
+  options_.workers = 6;
+  options_.max_inflight_per_agent = 2;
+  std::vector<std::string> names;
+  for (int i = 0; i < 6; ++i) {
+    names.push_back("pvc-" + std::to_string(i));
+    CreateVolume(Spec(names.back()), Intent(false));
+  }
+  agent_->Hold();
+  ASSERT_TRUE(reconciler().Start().ok());
+  for (const auto& n : names) reconciler().EnqueueVolume(n);
+
+  ASSERT_TRUE(WaitFor([&] { return agent_->InFlight() == 2; }));
+  // Six workers are busy; give any unbounded one time to pile in.
+  std::this_thread::sleep_for(milliseconds(300));
+  EXPECT_EQ(agent_->InFlight(), 2);
+  agent_->Release();
+  EXPECT_TRUE(WaitFor([&] {
+    for (const auto& n : names) {
+      if (Condition(n) != "True/Reconciled") return false;
+    }
+    return true;
+  }));
+  EXPECT_EQ(agent_->MaxInFlight(), 2);
+}
+
+TEST_F(ReconcilerLoopTest, BootEpochChangeAloneReappliesTheAgentsExports) {
+  RegisterNode("node-a");
+  CreateVolume(Spec("pvc-1"), Intent(true, {"node-a"}, 1));
+  Reconcile("pvc-1");
+  reconciler().PollEpochs();  // records AgentConnected now, before any watch runs
+  ASSERT_TRUE(reconciler().Start().ok());
+
+  // The agent restarts empty (module reload); nothing in the store changes
+  // and the periodic resync is a day away: only the epoch can tell.
+  agent_->WipeExports();
+  agent_->SetBootEpoch("epoch-2");
+  reconciler().PollEpochs();
+  EXPECT_TRUE(WaitFor([&] { return !AllowedHosts("pvc-1").empty(); }));
+  EXPECT_THAT(AllowedHosts("pvc-1"), ElementsAre(NqnOf("node-a")));
+  EXPECT_EQ(Get(api::kKindAgent, kAgentRef).status.value("bootEpoch", ""), "epoch-2");
+}
+
+TEST_F(ReconcilerLoopTest, EpochLoopNoticesARestartedAgentOnItsOwn) {
+  options_.epoch_poll_interval = milliseconds(50);
+  RegisterNode("node-a");
+  CreateVolume(Spec("pvc-1"), Intent(true, {"node-a"}, 1));
+  Reconcile("pvc-1");
+  reconciler().PollEpochs();
+  ASSERT_TRUE(reconciler().Start().ok());
+
+  agent_->WipeExports();
+  agent_->SetBootEpoch("epoch-2");
+  EXPECT_TRUE(WaitFor([&] { return !AllowedHosts("pvc-1").empty(); }));
+  EXPECT_THAT(AllowedHosts("pvc-1"), ElementsAre(NqnOf("node-a")));
+  EXPECT_EQ(Condition("pvc-1"), "True/Reconciled");
+}
+
+}  // namespace
+}  // namespace pillar::controller::testing
