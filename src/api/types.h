@@ -79,7 +79,7 @@ struct VolumeSpec {
   std::string agent_ref;
   std::string agent_volume_id;
   Protocol protocol = Protocol::kNvmeofTcp;
-  std::string backend;   // "file", "lvm", "lvm-thin", "zfs"
+  std::string backend;  // "file", "lvm", "lvm-thin", "zfs"
   int64_t capacity_bytes = 0;
   std::string access_type;  // "block", "mount"
   std::string fs_type;

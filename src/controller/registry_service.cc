@@ -122,9 +122,8 @@ Status NodeRegistryService::Authorize(const grpc::ServerContext* ctx, const std:
   if (ctx == nullptr) return Unauthenticated("no caller context");
   Status s = authorizer_->Authorize(*ctx, node_id);
   if (!s.ok()) {
-    log::Warn("node registry: refused", {{"node", node_id},
-                                         {"peer", ctx->peer()},
-                                         {"error", s.ToString()}});
+    log::Warn("node registry: refused",
+              {{"node", node_id}, {"peer", ctx->peer()}, {"error", s.ToString()}});
   }
   return s;
 }

@@ -219,7 +219,8 @@ Status GrpcRegistryClient::Register(const NodeIdentityInfo& identity) {
   if (fs_ != nullptr && !token_file_.empty()) {
     ASSIGN_OR_RETURN(std::string token, fs_->ReadFile(token_file_));
     while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
-    if (token.empty()) return Unauthenticated("ServiceAccount token file " + token_file_ + " is empty");
+    if (token.empty())
+      return Unauthenticated("ServiceAccount token file " + token_file_ + " is empty");
     ctx.AddMetadata("authorization", "Bearer " + token);
   }
   Status s = FromGrpc(stub_->RegisterNode(&ctx, req, &resp)).Annotate("register node");

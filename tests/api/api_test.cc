@@ -22,7 +22,8 @@ std::string Check(const json& schema, const json& value, const std::string& path
   if (type == "object") {
     if (!value.is_object()) return path + ": not an object";
     for (const auto& r : schema.value("required", json::array())) {
-      if (!value.contains(r.get<std::string>())) return path + "." + r.get<std::string>() + ": required";
+      if (!value.contains(r.get<std::string>()))
+        return path + "." + r.get<std::string>() + ": required";
     }
     for (const auto& [k, v] : value.items()) {
       if (schema.contains("properties") && schema["properties"].contains(k)) {
@@ -80,11 +81,11 @@ const json& SchemaOf(const std::string& kind) {
 
 VolumeState FullVolume() {
   VolumeState v;
-  v.spec = {"pvc-1", "storage-1", "tank/pvc-1", Protocol::kIscsi, "zfs", 1 << 30, "mount", "xfs",
-            json{{"pool", "tank"}}};
+  v.spec = {"pvc-1", "storage-1", "tank/pvc-1", Protocol::kIscsi,      "zfs",
+            1 << 30, "mount",     "xfs",        json{{"pool", "tank"}}};
   v.status.export_spec = ExportSpec{"10.0.0.5", 3260, true, 8192};
-  v.status.export_info = ExportInfo{"iqn.2026-12.com.bhyoo.pillar-csi:tank:2fpvc-1", "10.0.0.5",
-                                    3260, "tank/pvc-1"};
+  v.status.export_info =
+      ExportInfo{"iqn.2026-12.com.bhyoo.pillar-csi:tank:2fpvc-1", "10.0.0.5", 3260, "tank/pvc-1"};
   v.status.published_nodes = {{"node-a", false}, {"node-b", true}};
   v.status.publication_generation = 4;
   v.status.deleting = false;

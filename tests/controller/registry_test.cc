@@ -1,14 +1,13 @@
 // The node registry refuses a report for another node: the caller's
 // ServiceAccount token, checked by TokenReview, names the node it runs on.
 // Real gRPC over a unix socket, the real SQLite store, a scripted API server.
-#include "controller/registry_service.h"
-
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
 #include "api/types.h"
 #include "common/grpc_status.h"
 #include "common/temp_dir.h"
+#include "controller/registry_service.h"
 #include "store/sqlite_store.h"
 
 namespace pillar::controller {
