@@ -16,7 +16,7 @@ trap 'echo "demo: setup (install-deps, build) failed"; echo "demo: 0 passed, 1 f
 bin=${PILLAR_BUILD_DIR:-build}
 agent_bin=$root/$bin/src/testing/pillar-agent-sim
 controller_bin=$root/$bin/src/controller/pillar-controller
-ctl_bin=$root/$bin/src/controller/pillarctl
+ctl_bin=$root/$bin/src/ctl/pillarctl
 call_bin=$root/$bin/tests/csi-call
 
 demo=$(mktemp -d /tmp/pillar-demo-XXXXXX)

@@ -34,7 +34,7 @@ export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 SRC_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BUILD="${PILLAR_E2E_BUILD:-$SRC_DIR/build}"
-PILLARCTL="$BUILD/src/controller/pillarctl"
+PILLARCTL="$BUILD/src/ctl/pillarctl"
 STORE="${PILLAR_E2E_STORE:-/var/lib/pillar-csi/controller/store.db}"
 CFG=/sys/kernel/config
 
