@@ -19,8 +19,8 @@ json Int64(int64_t minimum = 0) {
 }
 json Bool() { return {{"type", "boolean"}}; }
 json Port() { return {{"type", "integer"}, {"minimum", 0}, {"maximum", 65535}}; }
-json Enum(std::vector<std::string> values) { return {{"type", "string"}, {"enum", values}}; }
-json Obj(json properties, std::vector<std::string> required = {}) {
+json Enum(const std::vector<std::string>& values) { return {{"type", "string"}, {"enum", values}}; }
+json Obj(json properties, const std::vector<std::string>& required = {}) {
   json o = {{"type", "object"}, {"properties", std::move(properties)}};
   if (!required.empty()) o["required"] = required;
   return o;
@@ -28,6 +28,7 @@ json Obj(json properties, std::vector<std::string> required = {}) {
 
 std::vector<std::string> ProtocolNames() {
   std::vector<std::string> out;
+  out.reserve(kAllProtocols.size());
   for (Protocol p : kAllProtocols) out.emplace_back(ProtocolName(p));
   return out;
 }
