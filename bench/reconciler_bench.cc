@@ -15,7 +15,7 @@
 #include "common/log.h"
 #include "common/uuid.h"
 #include "controller/reconciler.h"
-#include "store/sqlite_store.h"
+#include "store/sqlite/sqlite_store.h"
 
 namespace pillar::bench {
 namespace {

@@ -8,7 +8,8 @@
 #include <memory>
 #include <string>
 
-#include "store/sqlite_store.h"
+#include "api/types.h"
+#include "store/sqlite/sqlite_store.h"
 
 namespace pillar::store {
 namespace {
@@ -16,7 +17,7 @@ namespace {
 // A pvst of realistic size (~700 bytes of JSON).
 Object VolumeState(const std::string& name) {
   Object o;
-  o.kind = kPillarVolumeState;
+  o.kind = api::kKindVolume;
   o.name = name;
   o.labels = {{"pillar-csi.bhyoo.com/agent", "storage-1"}};
   o.spec = {{"volumeID", name},
@@ -98,7 +99,7 @@ void BM_Get(benchmark::State& state) {
   if (!Fill(state, *bench.get(), kObjects)) return;
   int64_t i = 0;
   for (auto _ : state) {
-    auto got = bench.get()->Get(kPillarVolumeState, "pvc-" + std::to_string(i++ % kObjects));
+    auto got = bench.get()->Get(api::kKindVolume, "pvc-" + std::to_string(i++ % kObjects));
     if (!got.ok()) return state.SkipWithError(got.status().ToString().c_str());
     benchmark::DoNotOptimize(got);
   }
@@ -129,7 +130,7 @@ void BM_List10000(benchmark::State& state) {
   if (bench.get() == nullptr) return state.SkipWithError("cannot open the store");
   if (!Fill(state, *bench.get(), kObjects)) return;
   for (auto _ : state) {
-    auto list = bench.get()->List(kPillarVolumeState);
+    auto list = bench.get()->List(api::kKindVolume);
     if (!list.ok() || list->items.size() != kObjects) return state.SkipWithError("list failed");
     benchmark::DoNotOptimize(list);
   }

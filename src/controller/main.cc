@@ -18,7 +18,7 @@
 #include "controller/leader.h"
 #include "controller/reconciler.h"
 #include "controller/registry_service.h"
-#include "store/sqlite_store.h"
+#include "store/open.h"
 
 namespace pillar::controller {
 namespace {
@@ -97,7 +97,7 @@ int Run(int argc, char** argv) {
   app.add_option("--registry-tls-key", registry_tls.key, "registry server key (PEM)");
   app.add_option("--registry-tls-ca", registry_tls.ca, "CA that node plugin certificates chain to");
   app.add_flag("--registry-insecure", registry_insecure, "serve the registry without TLS (demos)");
-  app.add_option("--store", store_path, "SQLite store file");
+  app.add_option("--store", store_path, "the store: sqlite:PATH or a plain PATH (SQLite file)");
   app.add_option("--agent", agents, "NAME=ADDRESS:PORT[@TLS-NAME]: register or update an agent");
   app.add_option("--agent-tls-cert", agent_tls.files.cert, "client certificate for agents (PEM)");
   app.add_option("--agent-tls-key", agent_tls.files.key, "client key for agents (PEM)");
@@ -115,14 +115,16 @@ int Run(int argc, char** argv) {
   GrpcDaemon daemon("controller", log_level);  // before any thread starts
   auto fail = [&daemon](const Status& s) { return daemon.Fail(s); };
 
-  auto opened = store::SqliteStore::Open({store_path});
+  auto where = store::ParseStoreUri(store_path);
+  if (!where.ok()) return fail(where.status());
+  auto opened = store::OpenStore(*where);
   if (!opened.ok()) return fail(opened.status());
   std::unique_ptr<store::Store> store = std::move(opened).value();
   for (const auto& a : agents) {
     if (Status s = SeedAgent(*store, a); !s.ok()) return fail(s);
   }
 
-  FileLockLeader leader(leader_lock.empty() ? store_path + ".lock" : leader_lock);
+  FileLockLeader leader(leader_lock.empty() ? where->path + ".lock" : leader_lock);
   if (Status s = leader.WaitForLeadership(); !s.ok()) return fail(s);
 
   SystemClock clock;

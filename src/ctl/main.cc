@@ -15,7 +15,7 @@
 #include "common/validate.h"
 #include "controller/agent_client.h"
 #include "controller/desired.h"
-#include "store/sqlite_store.h"
+#include "store/open.h"
 
 namespace pillar::ctl {
 namespace {
@@ -284,7 +284,7 @@ int Run(int argc, char** argv) {
   std::string store_path = "/var/lib/pillar-csi/controller/store.db";
   bool json_out = false;
   AgentTlsConfig tls;
-  app.add_option("--store", store_path, "the controller's SQLite store");
+  app.add_option("--store", store_path, "the controller's store: sqlite:PATH or PATH");
   app.add_flag("-j,--json", json_out, "JSON output");
   app.add_option("--agent-tls-cert", tls.files.cert, "client certificate for agents (drift)");
   app.add_option("--agent-tls-key", tls.files.key, "client key for agents (drift)");
@@ -322,10 +322,14 @@ int Run(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   if (crds->parsed()) return PrintCrds(crd_dir);
-  if (access(store_path.c_str(), R_OK) != 0) {
-    return Fail(NotFound("store " + store_path + " cannot be read"));
+  auto where = store::ParseStoreUri(store_path);
+  if (!where.ok()) return Fail(where.status());
+  // pillarctl never creates a store: a missing SQLite file is an error.
+  if (where->backend == store::StoreUri::Backend::kSqlite &&
+      access(where->path.c_str(), R_OK) != 0) {
+    return Fail(NotFound("store " + where->path + " cannot be read"));
   }
-  auto opened = store::SqliteStore::Open({store_path});
+  auto opened = store::OpenStore(*where);
   if (!opened.ok()) return Fail(opened.status());
   store::Store& store = **opened;
   if (get->got_subcommand("volumes")) return GetVolumes(store, json_out);

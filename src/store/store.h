@@ -18,10 +18,6 @@
 
 namespace pillar::store {
 
-constexpr const char* kPillarVolumeState = "PillarVolumeState";
-constexpr const char* kPillarAgent = "PillarAgent";
-constexpr const char* kPillarNode = "PillarNode";
-
 using Labels = std::map<std::string, std::string>;
 
 struct Object {

@@ -19,7 +19,7 @@
 #include "common/temp_dir.h"
 #include "controller/desired.h"
 #include "controller/fake_agent.h"
-#include "store/sqlite_store.h"
+#include "store/sqlite/sqlite_store.h"
 
 namespace pillar::controller::testing {
 

@@ -12,7 +12,7 @@
 #include "agent/service/agent_process.h"
 #include "common/exec.h"
 #include "controller/controller_process.h"
-#include "store/sqlite_store.h"
+#include "store/sqlite/sqlite_store.h"
 
 namespace pillar::testing {
 namespace {

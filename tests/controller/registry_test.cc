@@ -8,7 +8,7 @@
 #include "common/grpc_status.h"
 #include "common/temp_dir.h"
 #include "controller/registry_service.h"
-#include "store/sqlite_store.h"
+#include "store/sqlite/sqlite_store.h"
 
 namespace pillar::controller {
 namespace {

@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "common/temp_dir.h"
-#include "store/sqlite_store.h"
+#include "store/sqlite/sqlite_store.h"
 
 namespace pillar::store {
 namespace {

@@ -13,9 +13,19 @@
 #include <ostream>
 #include <string>
 
+#include "api/types.h"
 #include "common/status.h"
 #include "common/temp_dir.h"
 #include "store/store.h"
+
+namespace pillar::store {
+
+// The store treats kinds as opaque names; the suite uses pillar's own.
+constexpr const char* kPillarVolumeState = api::kKindVolume;
+constexpr const char* kPillarAgent = api::kKindAgent;
+constexpr const char* kPillarNode = api::kKindNode;
+
+}  // namespace pillar::store
 
 namespace pillar::store::testing {
 

@@ -10,7 +10,8 @@
 #include <iostream>
 #include <string>
 
-#include "store/sqlite_store.h"
+#include "api/types.h"
+#include "store/sqlite/sqlite_store.h"
 
 int main(int argc, char** argv) {
   using pillar::store::SqliteStore;
@@ -42,7 +43,7 @@ int main(int argc, char** argv) {
   }
   if (cmd == "strip-export-spec" && i + 1 == argc) {
     for (int attempt = 0; attempt < 20; ++attempt) {
-      auto o = store->Get(pillar::store::kPillarVolumeState, argv[i]);
+      auto o = store->Get(pillar::api::kKindVolume, argv[i]);
       if (!o.ok()) {
         std::cerr << "store-edit: " << o.status().ToString() << "\n";
         return 1;

@@ -1,4 +1,4 @@
-#include "store/sqlite_tables.h"
+#include "store/sqlite/sqlite_tables.h"
 
 #include <algorithm>
 #include <thread>

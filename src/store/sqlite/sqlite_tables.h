@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "store/sqlite_connection.h"
+#include "store/sqlite/sqlite_connection.h"
 #include "store/store.h"
 
 namespace pillar::store {

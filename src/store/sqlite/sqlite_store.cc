@@ -1,9 +1,9 @@
-#include "store/sqlite_store.h"
+#include "store/sqlite/sqlite_store.h"
 
 #include <utility>
 
 #include "common/uuid.h"
-#include "store/sqlite_watch.h"
+#include "store/sqlite/sqlite_watch.h"
 
 namespace pillar::store {
 namespace {

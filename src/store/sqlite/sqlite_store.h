@@ -11,7 +11,7 @@
 #include <string>
 
 #include "common/clock.h"
-#include "store/sqlite_tables.h"
+#include "store/sqlite/sqlite_tables.h"
 #include "store/store.h"
 
 namespace pillar::store {

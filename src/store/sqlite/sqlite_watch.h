@@ -10,7 +10,7 @@
 #include <string>
 #include <thread>
 
-#include "store/sqlite_tables.h"
+#include "store/sqlite/sqlite_tables.h"
 #include "store/store.h"
 
 namespace pillar::store {

@@ -1,4 +1,4 @@
-#include "store/sqlite_connection.h"
+#include "store/sqlite/sqlite_connection.h"
 
 #include <fcntl.h>
 #include <sqlite3.h>

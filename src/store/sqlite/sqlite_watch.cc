@@ -1,4 +1,4 @@
-#include "store/sqlite_watch.h"
+#include "store/sqlite/sqlite_watch.h"
 
 #include <utility>
 
