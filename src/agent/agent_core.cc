@@ -114,8 +114,8 @@ Status AgentCore::EnsureTargetLoaded(Exporter& exporter) {
   return Status::Ok();
 }
 
-StatusOr<ExportInfo> AgentCore::Describe(Protocol protocol, ActualExport actual) {
-  ExportInfo info{protocol, std::move(actual), std::nullopt};
+StatusOr<ExportReport> AgentCore::Describe(Protocol protocol, ActualExport actual) {
+  ExportReport info{protocol, std::move(actual), std::nullopt};
   ASSIGN_OR_RETURN(auto mark, marks_.Get(info.actual.agent_volume_id));
   if (mark) info.fence = FenceToken{mark->volume_uid, mark->generation};
   return info;
@@ -235,10 +235,10 @@ StatusOr<std::vector<PoolInfo>> AgentCore::Capacity(const std::string& pool) {
   return out;
 }
 
-StatusOr<ExportInfo> AgentCore::ApplyExport(const std::string& agent_volume_id, Protocol protocol,
-                                            const ExportParams& params, const FenceToken& fence,
-                                            const std::vector<std::string>& allowed_hosts,
-                                            std::vector<std::string>* changes) {
+StatusOr<ExportReport> AgentCore::ApplyExport(const std::string& agent_volume_id, Protocol protocol,
+                                              const ExportParams& params, const FenceToken& fence,
+                                              const std::vector<std::string>& allowed_hosts,
+                                              std::vector<std::string>* changes) {
   ASSIGN_OR_RETURN(Split split, SplitId(agent_volume_id));
   RETURN_IF_ERROR(ValidateFence(fence));
   RETURN_IF_ERROR(ValidateParams(protocol, params));
@@ -265,7 +265,7 @@ StatusOr<ExportInfo> AgentCore::ApplyExport(const std::string& agent_volume_id, 
   RETURN_IF_ERROR(marks_.Advance(agent_volume_id, fence.volume_uid, fence.publication_generation));
   ASSIGN_OR_RETURN(std::string backing, backend->Expose(split.name, vol->mode));
 
-  DesiredExport want;
+  KernelExport want;
   want.agent_volume_id = agent_volume_id;
   want.backing = backing;
   want.params = params;
@@ -298,7 +298,7 @@ StatusOr<ExportInfo> AgentCore::ApplyExport(const std::string& agent_volume_id, 
   return Describe(protocol, std::move(*actual));
 }
 
-StatusOr<ExportInfo> AgentCore::GetExport(const std::string& agent_volume_id, Protocol protocol) {
+StatusOr<ExportReport> AgentCore::GetExport(const std::string& agent_volume_id, Protocol protocol) {
   RETURN_IF_ERROR(SplitId(agent_volume_id).status());
   ASSIGN_OR_RETURN(Exporter * exporter, FindExporter(protocol));
   ASSIGN_OR_RETURN(auto actual, exporter->Get(agent_volume_id));
@@ -309,13 +309,13 @@ StatusOr<ExportInfo> AgentCore::GetExport(const std::string& agent_volume_id, Pr
   return Describe(protocol, std::move(*actual));
 }
 
-StatusOr<std::vector<ExportInfo>> AgentCore::ListExports() {
-  std::vector<ExportInfo> out;
+StatusOr<std::vector<ExportReport>> AgentCore::ListExports() {
+  std::vector<ExportReport> out;
   for (auto& [protocol, exporter] : exporters_) {
     if (exporter->StateToken().empty()) continue;  // not loaded: nothing exported
     ASSIGN_OR_RETURN(auto list, exporter->List());
     for (auto& actual : list) {
-      ASSIGN_OR_RETURN(ExportInfo info, Describe(protocol, std::move(actual)));
+      ASSIGN_OR_RETURN(ExportReport info, Describe(protocol, std::move(actual)));
       out.push_back(std::move(info));
     }
   }

@@ -39,7 +39,10 @@ struct VolumeInfo {
   std::string volume_uid;  // from the fencing mark; empty when unmarked
 };
 
-struct ExportInfo {
+// What ApplyExport / GetExport answer: the export the kernel has and the
+// fencing mark it was written under (the controller's api::ExportInfo is the
+// endpoint recorded for consumers, a different thing).
+struct ExportReport {
   Protocol protocol = Protocol::kNvmeofTcp;
   ActualExport actual;
   std::optional<FenceToken> fence;
@@ -83,12 +86,12 @@ class AgentCore {
 
   // Converges the kernel export of one volume to exactly (params, hosts),
   // fenced by `fence`. Never creates, formats or deletes backend storage.
-  StatusOr<ExportInfo> ApplyExport(const std::string& agent_volume_id, Protocol protocol,
-                                   const ExportParams& params, const FenceToken& fence,
-                                   const std::vector<std::string>& allowed_hosts,
-                                   std::vector<std::string>* changes);
-  StatusOr<ExportInfo> GetExport(const std::string& agent_volume_id, Protocol protocol);
-  StatusOr<std::vector<ExportInfo>> ListExports();
+  StatusOr<ExportReport> ApplyExport(const std::string& agent_volume_id, Protocol protocol,
+                                     const ExportParams& params, const FenceToken& fence,
+                                     const std::vector<std::string>& allowed_hosts,
+                                     std::vector<std::string>* changes);
+  StatusOr<ExportReport> GetExport(const std::string& agent_volume_id, Protocol protocol);
+  StatusOr<std::vector<ExportReport>> ListExports();
   Status UnexportVolume(const std::string& agent_volume_id, Protocol protocol,
                         const FenceToken& fence, std::vector<std::string>* changes);
 
@@ -108,7 +111,7 @@ class AgentCore {
   StatusOr<Exporter*> FindExporter(Protocol protocol);
   std::shared_ptr<std::mutex> VolumeLock(const std::string& agent_volume_id);
   Status EnsureTargetLoaded(Exporter& exporter);
-  StatusOr<ExportInfo> Describe(Protocol protocol, ActualExport actual);
+  StatusOr<ExportReport> Describe(Protocol protocol, ActualExport actual);
   Status ValidateHosts(Protocol protocol, const std::vector<std::string>& hosts);
 
   AgentCoreOptions options_;

@@ -65,7 +65,7 @@ void FillPool(const PoolInfo& in, v1::Pool* out) {
   for (VolumeMode m : in.modes) out->add_modes(ModeToProto(m));
 }
 
-void FillExport(const ExportInfo& in, v1::Export* out) {
+void FillExport(const ExportReport& in, v1::Export* out) {
   out->set_agent_volume_id(in.actual.agent_volume_id);
   out->set_protocol(ProtocolToProto(in.protocol));
   out->set_target_id(in.actual.target_id);

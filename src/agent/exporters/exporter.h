@@ -21,9 +21,11 @@ struct ExportParams {
   bool operator==(const ExportParams&) const = default;
 };
 
-// What one volume's export must be. `target_id` is derived from the
-// agent volume id (see TargetName) so observation can map it back.
-struct DesiredExport {
+// What one exporter must write into the kernel for one volume (the agent's
+// side; the controller's DesiredExport is the intent it is derived from).
+// `target_id` is derived from the agent volume id (see TargetName) so
+// observation can map it back.
+struct KernelExport {
   std::string agent_volume_id;  // "<pool>/<volume>"
   std::string target_id;        // NQN, IQN, or the exported directory for NFS
   std::string backing;          // block device (nvmet, LIO) or directory (NFS)
@@ -39,7 +41,7 @@ struct ActualExport {
   ExportParams params;
   std::set<std::string> allowed_hosts;
   bool enabled = false;
-  // What the kernel has that no DesiredExport can produce (linked to two
+  // What the kernel has that no KernelExport can produce (linked to two
   // ports, a foreign LUN, an extra namespace...): non-empty means drift even
   // when the fields above match, and Apply removes it.
   std::vector<std::string> drift;
@@ -53,7 +55,7 @@ class Exporter {
   // Converges the kernel to exactly `want` for this volume only: creates what
   // is missing, fixes what differs, removes ACL entries not in the set.
   // Appends one human-readable line per kernel change to `changes`.
-  virtual Status Apply(const DesiredExport& want, std::vector<std::string>* changes) = 0;
+  virtual Status Apply(const KernelExport& want, std::vector<std::string>* changes) = 0;
 
   // The export of one volume, or nullopt when the kernel has none.
   virtual StatusOr<std::optional<ActualExport>> Get(const std::string& agent_volume_id) = 0;

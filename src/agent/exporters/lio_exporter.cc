@@ -16,7 +16,7 @@ constexpr const char* kLun = "lun_0";
 
 std::string Normal(const std::string& path) { return configfs::ResolveLink("/x", path); }
 
-Status Validate(const DesiredExport& want, const std::string& iqn) {
+Status Validate(const KernelExport& want, const std::string& iqn) {
   RETURN_IF_ERROR(validate::AgentVolumeId("agent_volume_id", want.agent_volume_id));
   RETURN_IF_ERROR(validate::Iqn("target_id", iqn));
   if (!want.target_id.empty() && want.target_id != iqn) {
@@ -117,7 +117,7 @@ Status LioExporter::RemoveNodeAcl(const std::string& acl_dir) {
   return fs_.RemoveDir(acl_dir);
 }
 
-Status LioExporter::Apply(const DesiredExport& want, std::vector<std::string>* changes) {
+Status LioExporter::Apply(const KernelExport& want, std::vector<std::string>* changes) {
   Names n = NamesFor(want.agent_volume_id);
   auto annotate = [&](const Status& s) {
     return s.Annotate("iscsi export " + want.agent_volume_id);
@@ -202,7 +202,7 @@ Status LioExporter::ApplyBackstore(const Names& n, const std::string& backing,
   return Status::Ok();
 }
 
-Status LioExporter::NarrowAcl(const Names& n, const DesiredExport& want,
+Status LioExporter::NarrowAcl(const Names& n, const KernelExport& want,
                               std::vector<std::string>* changes) {
   std::string attrib = JoinPath(n.tpg, "attrib");
   bool acl = want.params.acl_enabled;
@@ -268,7 +268,7 @@ Status LioExporter::ApplyLun(const Names& n, std::vector<std::string>* changes) 
   return Status::Ok();
 }
 
-Status LioExporter::WidenAcl(const Names& n, const DesiredExport& want,
+Status LioExporter::WidenAcl(const Names& n, const KernelExport& want,
                              std::vector<std::string>* changes) {
   std::string attrib = JoinPath(n.tpg, "attrib");
   if (!want.params.acl_enabled) {

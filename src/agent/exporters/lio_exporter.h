@@ -27,7 +27,7 @@ class LioExporter : public Exporter {
               configfs::DirIdentityFn dir_identity = configfs::StatDirIdentity);
 
   Protocol protocol() const override { return Protocol::kIscsi; }
-  Status Apply(const DesiredExport& want, std::vector<std::string>* changes) override;
+  Status Apply(const KernelExport& want, std::vector<std::string>* changes) override;
   StatusOr<std::optional<ActualExport>> Get(const std::string& agent_volume_id) override;
   StatusOr<std::vector<ActualExport>> List() override;
   Status Remove(const std::string& agent_volume_id, std::vector<std::string>* changes) override;
@@ -45,9 +45,9 @@ class LioExporter : public Exporter {
 
   Status ApplyBackstore(const Names& n, const std::string& backing,
                         std::vector<std::string>* changes);
-  Status NarrowAcl(const Names& n, const DesiredExport& want, std::vector<std::string>* changes);
+  Status NarrowAcl(const Names& n, const KernelExport& want, std::vector<std::string>* changes);
   Status ApplyLun(const Names& n, std::vector<std::string>* changes);
-  Status WidenAcl(const Names& n, const DesiredExport& want, std::vector<std::string>* changes);
+  Status WidenAcl(const Names& n, const KernelExport& want, std::vector<std::string>* changes);
   Status ApplyPortal(const Names& n, const ExportParams& params, std::vector<std::string>* changes);
   Status SetAttr(const std::string& dir, const std::string& attr, const std::string& value,
                  const std::string& what, std::vector<std::string>* changes);

@@ -365,7 +365,7 @@ Status NfsExporter::Unexport(const std::string& client, const std::string& path,
                   r.err);
 }
 
-Status NfsExporter::Apply(const DesiredExport& want, std::vector<std::string>* changes) {
+Status NfsExporter::Apply(const KernelExport& want, std::vector<std::string>* changes) {
   std::vector<std::string> local;
   if (changes == nullptr) changes = &local;
   const std::string& id = want.agent_volume_id;

@@ -64,7 +64,7 @@ class NfsExporter : public Exporter {
   // reported as given but cannot be enforced: knfsd listens on every address.
   // acl_enabled=false exports to "*"; otherwise to exactly allowed_hosts
   // (IP addresses or CIDRs), and an empty set exports to nobody.
-  Status Apply(const DesiredExport& want, std::vector<std::string>* changes) override;
+  Status Apply(const KernelExport& want, std::vector<std::string>* changes) override;
   // The live clients of the volume's directory ("*" as acl_enabled=false),
   // bind address and port as recorded in its file. `drift` names a missing
   // file and clients whose options are not pillar's: Apply repairs both.

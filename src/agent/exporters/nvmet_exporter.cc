@@ -22,7 +22,7 @@ int ParseIntOr(const std::string& s, int fallback) {
 
 // Everything in `want` that reaches a path or an attribute is checked before
 // anything is written.
-Status Validate(const DesiredExport& want, const std::string& nqn) {
+Status Validate(const KernelExport& want, const std::string& nqn) {
   RETURN_IF_ERROR(validate::AgentVolumeId("agent_volume_id", want.agent_volume_id));
   RETURN_IF_ERROR(validate::Nqn("target_id", nqn));
   if (!want.target_id.empty() && want.target_id != nqn) {
@@ -95,7 +95,7 @@ StatusOr<std::vector<NvmetExporter::Port>> NvmetExporter::ReadPorts(const std::s
   return ports;
 }
 
-Status NvmetExporter::Apply(const DesiredExport& want, std::vector<std::string>* changes) {
+Status NvmetExporter::Apply(const KernelExport& want, std::vector<std::string>* changes) {
   std::string nqn = TargetName(prefix_, want.agent_volume_id);
   RETURN_IF_ERROR(Validate(want, nqn).Annotate("nvmet export " + want.agent_volume_id));
   if (!fs_.IsDir(nvmet_)) {
@@ -122,7 +122,7 @@ Status NvmetExporter::Apply(const DesiredExport& want, std::vector<std::string>*
   return s.Annotate("nvmet export " + want.agent_volume_id);
 }
 
-Status NvmetExporter::ApplyAcl(const std::string& nqn, const DesiredExport& want,
+Status NvmetExporter::ApplyAcl(const std::string& nqn, const KernelExport& want,
                                std::vector<std::string>* changes) {
   std::string subsys = JoinPath(nvmet_, "subsystems/" + nqn);
   std::string any_attr = JoinPath(subsys, "attr_allow_any_host");

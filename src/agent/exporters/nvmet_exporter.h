@@ -30,7 +30,7 @@ class NvmetExporter : public Exporter {
                 configfs::DirIdentityFn dir_identity = configfs::StatDirIdentity);
 
   Protocol protocol() const override { return Protocol::kNvmeofTcp; }
-  Status Apply(const DesiredExport& want, std::vector<std::string>* changes) override;
+  Status Apply(const KernelExport& want, std::vector<std::string>* changes) override;
   StatusOr<std::optional<ActualExport>> Get(const std::string& agent_volume_id) override;
   StatusOr<std::vector<ActualExport>> List() override;
   Status Remove(const std::string& agent_volume_id, std::vector<std::string>* changes) override;
@@ -54,7 +54,7 @@ class NvmetExporter : public Exporter {
   static Status CheckShared(const Port* match, const std::string& nqn, const ExportParams& params);
   StatusOr<std::optional<ActualExport>> Observe(const std::string& agent_volume_id,
                                                 const std::vector<Port>& ports);
-  Status ApplyAcl(const std::string& nqn, const DesiredExport& want,
+  Status ApplyAcl(const std::string& nqn, const KernelExport& want,
                   std::vector<std::string>* changes);
   Status ApplyNamespace(const std::string& nqn, const std::string& backing,
                         std::vector<std::string>* changes);

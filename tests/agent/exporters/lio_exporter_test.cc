@@ -23,9 +23,9 @@ constexpr const char* kVol = "tank/pvc-1";
 constexpr const char* kIqn = "iqn.2026-12.com.bhyoo.pillar-csi:tank:2fpvc-1";
 constexpr const char* kBs = "pillar:tank:2fpvc-1";
 
-DesiredExport Want(const std::string& id, std::set<std::string> initiators, bool acl = true,
-                   const std::string& addr = "10.0.0.1", int port = 3260) {
-  DesiredExport w;
+KernelExport Want(const std::string& id, std::set<std::string> initiators, bool acl = true,
+                  const std::string& addr = "10.0.0.1", int port = 3260) {
+  KernelExport w;
   w.agent_volume_id = id;
   w.target_id = TargetName(kDefaultIqnPrefix, id);
   w.backing = "/dev/zvol/" + id;
@@ -45,7 +45,7 @@ class LioExporterTest : public ::testing::Test {
   std::string Tpg(const std::string& rel = "") {
     return "iscsi/" + std::string(kIqn) + "/tpgt_1" + rel;
   }
-  std::vector<std::string> Apply(const DesiredExport& w) {
+  std::vector<std::string> Apply(const KernelExport& w) {
     std::vector<std::string> changes;
     Status s = ex_.Apply(w, &changes);
     EXPECT_TRUE(s.ok()) << s.ToString();
@@ -205,7 +205,7 @@ TEST_F(LioExporterTest, AclTransitionsNeverWiden) {
 
 TEST_F(LioExporterTest, BackingChangeRebuildsTheBackstoreAndKeepsMappings) {
   Apply(Want(kVol, {kInitA}));
-  DesiredExport w = Want(kVol, {kInitA});
+  KernelExport w = Want(kVol, {kInitA});
   w.backing = "/dev/loop9";
   std::string what = "backstore iblock_0/" + std::string(kBs);
   EXPECT_THAT(Apply(w), ElementsAre("unlink LUN 0 of " + std::string(kIqn) + " from " + what +
@@ -262,25 +262,24 @@ TEST_F(LioExporterTest, TwoVolumesAndForeignTargetsDoNotDisturbEachOther) {
 TEST_F(LioExporterTest, RefusesBadInputBeforeTouchingAnything) {
   Apply(Want(kVol, {kInitA}));
   auto before = Tree();
-  std::vector<std::pair<const char*, DesiredExport>> cases;
+  std::vector<std::pair<const char*, KernelExport>> cases;
   auto add = [&](const char* field, auto mutate) {
-    DesiredExport w = Want(kVol, {kInitA});
+    KernelExport w = Want(kVol, {kInitA});
     mutate(w);
     cases.emplace_back(field, w);
   };
-  add("allowed_hosts",
-      [](DesiredExport& w) { w.allowed_hosts.insert("iqn.1994-05.com.Redhat:x"); });
-  add("allowed_hosts", [](DesiredExport& w) { w.allowed_hosts.insert("iqn.1994-05.com.x:../y"); });
-  add("allowed_hosts", [](DesiredExport& w) { w.allowed_hosts.insert("iqn.1994-05.com.x:a/b"); });
-  add("allowed_hosts", [](DesiredExport& w) { w.allowed_hosts.insert("iqn.1994-05.com.x:a\nb"); });
-  add("allowed_hosts", [](DesiredExport& w) { w.allowed_hosts.insert("../../lun"); });
-  add("bind_address", [](DesiredExport& w) { w.params.bind_address = "10.0.0.1:3260"; });
-  add("bind_address", [](DesiredExport& w) { w.params.bind_address = ""; });
-  add("port", [](DesiredExport& w) { w.params.port = -1; });
-  add("backing", [](DesiredExport& w) { w.backing = "/dev/sda,readonly=1"; });
-  add("backing", [](DesiredExport& w) { w.backing = "/dev/./sda"; });
-  add("agent_volume_id", [](DesiredExport& w) { w.agent_volume_id = "/etc"; });
-  add("target_id", [](DesiredExport& w) { w.target_id = "iqn.2003-01.org.example:other"; });
+  add("allowed_hosts", [](KernelExport& w) { w.allowed_hosts.insert("iqn.1994-05.com.Redhat:x"); });
+  add("allowed_hosts", [](KernelExport& w) { w.allowed_hosts.insert("iqn.1994-05.com.x:../y"); });
+  add("allowed_hosts", [](KernelExport& w) { w.allowed_hosts.insert("iqn.1994-05.com.x:a/b"); });
+  add("allowed_hosts", [](KernelExport& w) { w.allowed_hosts.insert("iqn.1994-05.com.x:a\nb"); });
+  add("allowed_hosts", [](KernelExport& w) { w.allowed_hosts.insert("../../lun"); });
+  add("bind_address", [](KernelExport& w) { w.params.bind_address = "10.0.0.1:3260"; });
+  add("bind_address", [](KernelExport& w) { w.params.bind_address = ""; });
+  add("port", [](KernelExport& w) { w.params.port = -1; });
+  add("backing", [](KernelExport& w) { w.backing = "/dev/sda,readonly=1"; });
+  add("backing", [](KernelExport& w) { w.backing = "/dev/./sda"; });
+  add("agent_volume_id", [](KernelExport& w) { w.agent_volume_id = "/etc"; });
+  add("target_id", [](KernelExport& w) { w.target_id = "iqn.2003-01.org.example:other"; });
   for (const auto& [field, want] : cases) {
     fs_.Clear();
     std::vector<std::string> changes;

@@ -257,8 +257,8 @@ class NfsExporterTest : public ::testing::Test {
     return SimExportfs::Printed(NfsExportOptions(id));
   }
 
-  DesiredExport Want(std::set<std::string> hosts, bool acl = true) const {
-    DesiredExport w;
+  KernelExport Want(std::set<std::string> hosts, bool acl = true) const {
+    KernelExport w;
     w.agent_volume_id = kVol;
     w.target_id = Path();
     w.backing = Path();
@@ -420,30 +420,30 @@ TEST_F(NfsExporterTest, Ipv6ClientsAreBracketedOnlyOnTheCommandLine) {
 }
 
 TEST_F(NfsExporterTest, InvalidRequestsRunNothingAndWriteNothing) {
-  std::vector<DesiredExport> bad;
+  std::vector<KernelExport> bad;
   for (std::string host :
        {"*", "10.0.0.1; rm -rf /", "host.example", "10.0.0.0/33", "", "10.0.0.1(rw)"}) {
     bad.push_back(Want({"10.0.0.1", host}));
   }
   for (std::string path :
        {"relative/dir", "/tank/a b", "/tank/a\nb", "/tank/\"a\"", "/tank/../x", "/tank/x/", "/"}) {
-    DesiredExport w = Want({"10.0.0.1"});
+    KernelExport w = Want({"10.0.0.1"});
     w.backing = w.target_id = path;
     bad.push_back(w);
   }
-  DesiredExport mismatch = Want({"10.0.0.1"});
+  KernelExport mismatch = Want({"10.0.0.1"});
   mismatch.target_id = Path("tank/pvc-2");
   bad.push_back(mismatch);
-  DesiredExport port = Want({"10.0.0.1"});
+  KernelExport port = Want({"10.0.0.1"});
   port.params.port = 2050;
   bad.push_back(port);
-  DesiredExport bind = Want({"10.0.0.1"});
+  KernelExport bind = Want({"10.0.0.1"});
   bind.params.bind_address = "0.0.0.0 port=1";
   bad.push_back(bind);
-  DesiredExport capsule = Want({"10.0.0.1"});
+  KernelExport capsule = Want({"10.0.0.1"});
   capsule.params.in_capsule_data_size = 8192;
   bad.push_back(capsule);
-  DesiredExport id = Want({"10.0.0.1"});
+  KernelExport id = Want({"10.0.0.1"});
   id.agent_volume_id = "../etc";
   bad.push_back(id);
   for (const auto& w : bad) {
@@ -456,13 +456,13 @@ TEST_F(NfsExporterTest, InvalidRequestsRunNothingAndWriteNothing) {
   EXPECT_EQ(fs_.writes, 0);
   Status client = exporter_.Apply(Want({"10.0.0.1", "host.example"}), nullptr);
   EXPECT_NE(client.message().find("host.example"), std::string::npos) << client.message();
-  DesiredExport p2050 = Want({"10.0.0.1"});
+  KernelExport p2050 = Want({"10.0.0.1"});
   p2050.params.port = 2050;
   EXPECT_NE(exporter_.Apply(p2050, nullptr).message().find("2050"), std::string::npos);
 }
 
 TEST_F(NfsExporterTest, MissingDirectoryIsFailedPreconditionBeforeAnyCommand) {
-  DesiredExport w = Want({"10.0.0.1"});
+  KernelExport w = Want({"10.0.0.1"});
   w.backing = w.target_id = Path("tank/gone");
   Status s = exporter_.Apply(w, nullptr);
   EXPECT_EQ(s.code(), Code::kFailedPrecondition) << s.ToString();
@@ -472,7 +472,7 @@ TEST_F(NfsExporterTest, MissingDirectoryIsFailedPreconditionBeforeAnyCommand) {
 }
 
 TEST_F(NfsExporterTest, PortZeroIsAcceptedAndBothAreReportedAsGiven) {
-  DesiredExport w = Want({"10.0.0.1"});
+  KernelExport w = Want({"10.0.0.1"});
   w.params.port = 0;
   ASSERT_TRUE(exporter_.Apply(w, nullptr).ok());
   auto got = exporter_.Get(kVol);
@@ -519,7 +519,7 @@ TEST_F(NfsExporterTest, LostFileIsFoundByFsidReportedDisabledAndRepaired) {
 
 TEST_F(NfsExporterTest, MovedVolumeIsUnexportedFromItsOldDirectory) {
   ASSERT_TRUE(exporter_.Apply(Want({"10.0.0.1"}), nullptr).ok());
-  DesiredExport moved = Want({"10.0.0.1"});
+  KernelExport moved = Want({"10.0.0.1"});
   moved.backing = moved.target_id = Path("tank/pvc-2");
   exec_.ClearCalls();
   ASSERT_TRUE(exporter_.Apply(moved, nullptr).ok());
@@ -545,7 +545,7 @@ TEST_F(NfsExporterTest, CorruptFileIsInternalNamingIt) {
 
 TEST_F(NfsExporterTest, ListReportsPillarFilesOnly) {
   ASSERT_TRUE(exporter_.Apply(Want({"10.0.0.1"}), nullptr).ok());
-  DesiredExport second = Want({}, /*acl=*/false);
+  KernelExport second = Want({}, /*acl=*/false);
   second.agent_volume_id = "tank/pvc-2";
   second.backing = second.target_id = Path("tank/pvc-2");
   ASSERT_TRUE(exporter_.Apply(second, nullptr).ok());

@@ -24,9 +24,9 @@ constexpr const char* kHostC =
 constexpr const char* kVol = "tank/pvc-1";
 constexpr const char* kNqn = "nqn.2026-12.com.bhyoo.pillar-csi:tank:2fpvc-1";
 
-DesiredExport Want(const std::string& id, std::set<std::string> hosts, bool acl = true,
-                   const std::string& addr = "10.0.0.1", int port = 4420) {
-  DesiredExport w;
+KernelExport Want(const std::string& id, std::set<std::string> hosts, bool acl = true,
+                  const std::string& addr = "10.0.0.1", int port = 4420) {
+  KernelExport w;
   w.agent_volume_id = id;
   w.target_id = TargetName(kDefaultNqnPrefix, id);
   w.backing = "/dev/zvol/" + id;
@@ -43,7 +43,7 @@ class NvmetExporterTest : public ::testing::Test {
 
   std::string P(const std::string& rel) { return JoinPath(tmp_.path(), "nvmet/" + rel); }
   std::map<std::string, std::string> Tree() { return DumpTree(JoinPath(tmp_.path(), "nvmet")); }
-  std::vector<std::string> Apply(const DesiredExport& w) {
+  std::vector<std::string> Apply(const KernelExport& w) {
     std::vector<std::string> changes;
     Status s = ex_.Apply(w, &changes);
     EXPECT_TRUE(s.ok()) << s.ToString();
@@ -276,7 +276,7 @@ TEST_F(NvmetExporterTest, ForeignSubsystemsAndPortsAreLeftAlone) {
 TEST_F(NvmetExporterTest, BackingChangeDisablesFirstAndKeepsTheNamespaceIdentity) {
   Apply(Want(kVol, {kHostA}));
   std::string uuid = Tree()[Sub("/namespaces/1/device_uuid")];
-  DesiredExport w = Want(kVol, {kHostA});
+  KernelExport w = Want(kVol, {kHostA});
   w.backing = "/dev/loop9";
   EXPECT_THAT(Apply(w),
               ElementsAre("disable namespace 1 of " + std::string(kNqn) +
@@ -297,13 +297,13 @@ TEST_F(NvmetExporterTest, BackingChangeDisablesFirstAndKeepsTheNamespaceIdentity
 }
 
 TEST_F(NvmetExporterTest, InlineDataSizeOnOwnAndSharedPorts) {
-  DesiredExport w = Want(kVol, {kHostA});
+  KernelExport w = Want(kVol, {kHostA});
   w.params.in_capsule_data_size = 16384;
   Apply(w);
   EXPECT_EQ(Tree()["ports/8000/param_inline_data_size"], "16384");
   EXPECT_EQ((*ex_.Get(kVol))->params.in_capsule_data_size, 16384);
   // Another volume on the same address wanting another size cannot change a shared port.
-  DesiredExport w2 = Want("tank/pvc-2", {kHostA});
+  KernelExport w2 = Want("tank/pvc-2", {kHostA});
   w2.params.in_capsule_data_size = 8192;
   std::vector<std::string> changes;
   fs_.Clear();
@@ -324,30 +324,30 @@ TEST_F(NvmetExporterTest, RefusesBadInputBeforeTouchingAnything) {
   auto before = Tree();
   struct Case {
     const char* field;
-    DesiredExport want;
+    KernelExport want;
   };
   std::vector<Case> cases;
   auto add = [&](const char* field, auto mutate) {
-    DesiredExport w = Want(kVol, {kHostA});
+    KernelExport w = Want(kVol, {kHostA});
     mutate(w);
     cases.push_back({field, w});
   };
-  add("allowed_hosts", [](DesiredExport& w) { w.allowed_hosts.insert("nqn.2014-08.org.x:../y"); });
-  add("allowed_hosts", [](DesiredExport& w) { w.allowed_hosts.insert("nqn.2014-08.org.x:a/b"); });
-  add("allowed_hosts", [](DesiredExport& w) { w.allowed_hosts.insert("nqn.2014-08.org.x:a\nb"); });
-  add("allowed_hosts", [](DesiredExport& w) { w.allowed_hosts.insert("../../ports"); });
-  add("bind_address", [](DesiredExport& w) { w.params.bind_address = "10.0.0.1\n"; });
-  add("bind_address", [](DesiredExport& w) { w.params.bind_address = "host.example"; });
-  add("bind_address", [](DesiredExport& w) { w.params.bind_address = "fe80::1%eth0"; });
-  add("port", [](DesiredExport& w) { w.params.port = 0; });
-  add("port", [](DesiredExport& w) { w.params.port = 70000; });
-  add("in_capsule_data_size", [](DesiredExport& w) { w.params.in_capsule_data_size = -1; });
-  add("backing", [](DesiredExport& w) { w.backing = "dev/sda"; });
-  add("backing", [](DesiredExport& w) { w.backing = "/dev/../etc/shadow"; });
-  add("backing", [](DesiredExport& w) { w.backing = "/dev/sda\n"; });
-  add("agent_volume_id", [](DesiredExport& w) { w.agent_volume_id = "tank/../x"; });
-  add("agent_volume_id", [](DesiredExport& w) { w.agent_volume_id = "tank/a\nb"; });
-  add("target_id", [](DesiredExport& w) { w.target_id = "nqn.2014-08.org.example:other"; });
+  add("allowed_hosts", [](KernelExport& w) { w.allowed_hosts.insert("nqn.2014-08.org.x:../y"); });
+  add("allowed_hosts", [](KernelExport& w) { w.allowed_hosts.insert("nqn.2014-08.org.x:a/b"); });
+  add("allowed_hosts", [](KernelExport& w) { w.allowed_hosts.insert("nqn.2014-08.org.x:a\nb"); });
+  add("allowed_hosts", [](KernelExport& w) { w.allowed_hosts.insert("../../ports"); });
+  add("bind_address", [](KernelExport& w) { w.params.bind_address = "10.0.0.1\n"; });
+  add("bind_address", [](KernelExport& w) { w.params.bind_address = "host.example"; });
+  add("bind_address", [](KernelExport& w) { w.params.bind_address = "fe80::1%eth0"; });
+  add("port", [](KernelExport& w) { w.params.port = 0; });
+  add("port", [](KernelExport& w) { w.params.port = 70000; });
+  add("in_capsule_data_size", [](KernelExport& w) { w.params.in_capsule_data_size = -1; });
+  add("backing", [](KernelExport& w) { w.backing = "dev/sda"; });
+  add("backing", [](KernelExport& w) { w.backing = "/dev/../etc/shadow"; });
+  add("backing", [](KernelExport& w) { w.backing = "/dev/sda\n"; });
+  add("agent_volume_id", [](KernelExport& w) { w.agent_volume_id = "tank/../x"; });
+  add("agent_volume_id", [](KernelExport& w) { w.agent_volume_id = "tank/a\nb"; });
+  add("target_id", [](KernelExport& w) { w.target_id = "nqn.2014-08.org.example:other"; });
   for (const auto& c : cases) {
     fs_.Clear();
     std::vector<std::string> changes;
