@@ -125,10 +125,13 @@ ctest_stage() {
     tee "$logs/ctest-run.log" || rc=$?
   # One line per test: "  3/95 Test  #3: Suite.Name ......   Passed    0.01 sec"
   # (or "***Skipped", "***Failed", "***Exception: SegFault", "***Timeout", ...).
-  local re='^ *[0-9]+/[0-9]+ +Test +#[0-9]+: ([^ ]+) \.*[ *]*(.*[^ ]) +[0-9.]+ sec$' line
+  # A parameterized test's name is followed by "  # GetParam() = ...", so the
+  # status is what follows the last run of dots, not what follows the name.
+  local re='^ *[0-9]+/[0-9]+ +Test +#[0-9]+: ([^ ]+) (.*[^ ]) +[0-9.]+ sec$' line total
   while IFS= read -r line; do
     [[ "$line" =~ $re ]] || continue
-    name=${BASH_REMATCH[1]} status=${BASH_REMATCH[2]}
+    name=${BASH_REMATCH[1]} status=${BASH_REMATCH[2]##*.}
+    status=${status#"${status%%[!* ]*}"}
     case "$status" in
       Passed) passed=$((passed + 1)) ;;
       Skipped | "Not Run (Disabled)") skipped+=("$name") ;;
@@ -136,6 +139,12 @@ ctest_stage() {
     esac
   done <"$logs/ctest-run.log"
   failed=${#failures[@]}
+  # Every test ctest ran must have been read above, or the parsing is wrong.
+  total=$(sed -n 's/.* tests failed out of \([0-9][0-9]*\)$/\1/p' "$logs/ctest-run.log" | tail -1)
+  if [[ -n "$total" ]] && ((passed + failed + ${#skipped[@]} != total)); then
+    echo "ctest: read $((passed + failed + ${#skipped[@]})) results but ctest ran $total tests: counted as 1 failure"
+    failed=$((failed + 1))
+  fi
   for name in "${skipped[@]}"; do
     out=$(cd "$build" && ctest -V -R "^${name//./\\.}\$" 2>&1 || true)
     why=$(grep -A1 -E ': Skipped$' <<<"$out" | tail -1 | sed 's/^[0-9]*: //' || true)
