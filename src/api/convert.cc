@@ -50,7 +50,7 @@ StatusOr<bool> Bool(const json& j, const char* key, const std::string& field,
 Meta MetaOf(const store::Object& o) {
   return {o.name,
           o.uid,
-          std::to_string(o.resource_version),
+          o.resource_version,
           o.generation,
           o.creation_timestamp,
           o.deletion_timestamp};

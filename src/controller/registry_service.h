@@ -51,7 +51,7 @@ class NodeRegistryService final : public pillar::registry::v1::NodeRegistry::Ser
 };
 
 // Validates and writes one identity; returns whether the record changed.
-StatusOr<std::pair<bool, int64_t>> RegisterNodeIdentity(
+StatusOr<std::pair<bool, std::string>> RegisterNodeIdentity(
     store::Store& store, Clock& clock, const pillar::registry::v1::NodeIdentity& id);
 
 }  // namespace pillar::controller

@@ -162,7 +162,7 @@ struct RepairArgs {
   std::string port;
   std::string acl_enabled;
   std::string expect_uid;
-  int64_t expect_resource_version = 0;
+  std::string expect_resource_version;
   std::string backup_dir;
   int timeout_seconds = 60;
 };
@@ -190,9 +190,9 @@ int RepairExportSpec(store::Store& store, const RepairArgs& a) {
   if (!a.expect_uid.empty() && obj.uid != a.expect_uid) {
     return refuse("uid is " + obj.uid + ", not the expected " + a.expect_uid);
   }
-  if (a.expect_resource_version > 0 && obj.resource_version != a.expect_resource_version) {
-    return refuse("resourceVersion is " + std::to_string(obj.resource_version) +
-                  ", not the expected " + std::to_string(a.expect_resource_version));
+  if (!a.expect_resource_version.empty() && obj.resource_version != a.expect_resource_version) {
+    return refuse("resourceVersion is " + obj.resource_version + ", not the expected " +
+                  a.expect_resource_version);
   }
   if (obj.spec.value("volumeID", "") != obj.name) {
     return refuse("spec.volumeID \"" + obj.spec.value("volumeID", "") + "\" does not name it");

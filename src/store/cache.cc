@@ -53,9 +53,9 @@ Status StoreCache::Relist(const std::string& kind, bool initial) {
     std::lock_guard<std::mutex> lock(mu_);
     KindState& st = state_[kind];
     old_watch = std::move(st.watch);
-    for (const auto& [name, o] : fresh) changes.push_back({EventType::kModified, o, {}});
+    for (const auto& [name, o] : fresh) changes.push_back({EventType::kModified, o});
     for (const auto& [name, o] : st.objects) {
-      if (fresh.count(name) == 0) changes.push_back({EventType::kDeleted, o, {}});
+      if (fresh.count(name) == 0) changes.push_back({EventType::kDeleted, o});
     }
     st.objects = std::move(fresh);
     st.stale = false;
@@ -63,7 +63,7 @@ Status StoreCache::Relist(const std::string& kind, bool initial) {
   }
   old_watch.reset();
   auto watch = backend_.Watch(
-      kind, list.revision, [this, kind](const Event& e) { Apply(kind, e); },
+      kind, list.resource_version, [this, kind](const Event& e) { Apply(kind, e); },
       [this, kind](const Status& s) {
         log::Warn("store cache: watch ended; relisting", {{"kind", kind}, {"error", s.ToString()}});
         {

@@ -148,7 +148,7 @@ nlohmann::json ToJson(const Object& object) {
   nlohmann::json meta = {
       {"name", object.name},
       {"uid", object.uid},
-      {"resourceVersion", std::to_string(object.resource_version)},
+      {"resourceVersion", object.resource_version},
       {"generation", object.generation},
       {"creationTimestamp", object.creation_timestamp},
   };
@@ -166,18 +166,7 @@ StatusOr<Object> FromJson(const nlohmann::json& j) {
   ASSIGN_OR_RETURN(o.kind, GetString(j, "kind", true));
   ASSIGN_OR_RETURN(o.name, GetString(*meta, "name", true));
   ASSIGN_OR_RETURN(o.uid, GetString(*meta, "uid", false));
-  ASSIGN_OR_RETURN(std::string rv, GetString(*meta, "resourceVersion", false));
-  if (!rv.empty()) {
-    size_t used = 0;
-    try {
-      o.resource_version = std::stoll(rv, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != rv.size() || o.resource_version < 0) {
-      return InvalidArgument("resourceVersion \"" + rv + "\" is not a non-negative integer");
-    }
-  }
+  ASSIGN_OR_RETURN(o.resource_version, GetString(*meta, "resourceVersion", false));
   if (meta->contains("generation")) {
     ASSIGN_OR_RETURN(o.generation, GetInt(*meta, "generation"));
   }

@@ -1,7 +1,9 @@
 // The store of recorded intent: Kubernetes-style objects, every write a
-// compare-and-swap on a global revision, and a watch from any retained
-// revision. Backends (SQLite, etcd, Kubernetes CRDs) implement Store and pass
-// the conformance suite in tests/store/store_conformance.h.
+// compare-and-swap on resourceVersion, and a watch from any retained
+// resourceVersion. A resourceVersion is an opaque string, as Kubernetes says:
+// compare two for equality only, never for order. Backends (SQLite, the
+// Kubernetes API server) implement Store and pass the conformance suite in
+// tests/store/store_conformance.h.
 #pragma once
 
 #include <cstdint>
@@ -24,12 +26,13 @@ struct Object {
   std::string kind;
   std::string name;
   // Set by the store. uid is new on every Create (one lifecycle);
-  // resource_version is the global revision of the object's last write.
+  // resource_version changes on every write of the object ("" = none yet).
   std::string uid;
-  int64_t resource_version = 0;
+  std::string resource_version;
   int64_t generation = 0;          // 1 at Create, +1 on every spec change
   std::string creation_timestamp;  // RFC 3339 UTC
-  // Set by the caller through Update; once set it can never change or go away.
+  // Set by the store only (Kubernetes: a delete waiting on finalizers); Create
+  // refuses it and Update never writes it.
   std::optional<std::string> deletion_timestamp;
   Labels labels;
   nlohmann::json spec = nlohmann::json::object();
@@ -42,13 +45,13 @@ struct Object {
 using LabelSelector = Labels;
 
 struct ListResult {
-  std::vector<Object> items;  // sorted by name
-  int64_t revision = 0;       // the store revision of this snapshot: Watch from it
+  std::vector<Object> items;     // sorted by name
+  std::string resource_version;  // of this snapshot: Watch from it
 };
 
 struct Preconditions {
   std::optional<std::string> uid;
-  std::optional<int64_t> resource_version;
+  std::optional<std::string> resource_version;
 };
 
 enum class EventType { kAdded, kModified, kDeleted };
@@ -57,9 +60,8 @@ const char* EventTypeName(EventType type);
 struct Event {
   EventType type = EventType::kAdded;
   // The object after the write; for kDeleted its last state, with
-  // resource_version set to the revision of the delete (as Kubernetes does).
+  // resource_version set to that of the delete (as Kubernetes does).
   Object object;
-  int64_t revision = 0;
 };
 
 using EventHandler = std::function<void(const Event&)>;
@@ -90,14 +92,15 @@ class Store {
                                     const std::optional<LabelSelector>& selector = {}) = 0;
 
   // Records spec, labels and status; sets uid, resource_version, generation=1
-  // and creation_timestamp. resource_version must be 0 and no
+  // and creation_timestamp. resource_version must be empty and no
   // deletion_timestamp may be set. ALREADY_EXISTS when the name is taken.
+  // Nothing is left behind when it fails.
   virtual StatusOr<Object> Create(const Object& object) = 0;
 
-  // Compare-and-swap on resource_version (required, > 0): a stale version is
+  // Compare-and-swap on resource_version (required): a stale version is
   // ABORTED "conflict" naming kind/name and both versions; a uid other than
-  // the stored one (when set) is ABORTED too. Writes spec, labels and
-  // deletion_timestamp, never status. generation+1 only when spec changed. An
+  // the stored one (when set) is ABORTED too. Writes spec and labels, never
+  // status. generation+1 only when spec changed. An
   // update that changes nothing writes nothing and returns the stored object,
   // so a level-triggered loop does not wake itself up.
   virtual StatusOr<Object> Update(const Object& object) = 0;
@@ -109,18 +112,18 @@ class Store {
   virtual Status Delete(const std::string& kind, const std::string& name,
                         const Preconditions& preconditions = {}) = 0;
 
-  // Delivers, in revision order on a background thread, every event of `kind`
-  // with revision > from_revision, then every later one, until the handle is
-  // destroyed. Sees writes of other processes on the same store. A
-  // from_revision older than the retained history is OUT_OF_RANGE "revision
-  // compacted": relist and watch from the list's revision. The store must
-  // outlive the handle's use of the handlers only; handlers must not throw.
+  // Delivers, in order on a background thread, every event of `kind` after
+  // `from_resource_version` (a List's, or an object's or event's), then every
+  // later one, until the handle is destroyed. Sees writes of other processes
+  // on the same store. A version older than the retained history is
+  // OUT_OF_RANGE "compacted", from Watch itself or through on_error (a
+  // backend may only learn it from the stream): relist and watch from the
+  // list's version. The store must outlive the handle's use of the handlers
+  // only; handlers must not throw.
   virtual StatusOr<std::unique_ptr<WatchHandle>> Watch(const std::string& kind,
-                                                       int64_t from_revision, EventHandler on_event,
+                                                       const std::string& from_resource_version,
+                                                       EventHandler on_event,
                                                        ErrorHandler on_error = nullptr) = 0;
-
-  // The revision of the newest write (0 for an empty store).
-  virtual StatusOr<int64_t> CurrentRevision() = 0;
 };
 
 // Input checks shared by the backends.

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include <chrono>
 #include <functional>
@@ -56,6 +57,20 @@ class ControllerFixture : public ::testing::Test {
   }
 
   store::Store& store() { return *store_; }
+
+  // What a Kubernetes delete waiting on a finalizer leaves: a
+  // deletionTimestamp, which only the store sets (written here straight
+  // into the SQLite file, as no Store call may).
+  void MarkDeletedByStore(const std::string& kind, const std::string& name) {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(dir_.Sub("store.db").c_str(), &db), SQLITE_OK);
+    const std::string sql =
+        "UPDATE objects SET deletion_ts = '2025-01-01T00:00:00Z' WHERE kind = '" + kind +
+        "' AND name = '" + name + "'";
+    EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+    EXPECT_EQ(sqlite3_changes(db), 1);
+    sqlite3_close(db);
+  }
 
   void RegisterAgent(const std::string& name, const std::string& address,
                      const std::string& epoch) {

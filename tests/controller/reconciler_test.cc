@@ -237,9 +237,8 @@ TEST_F(ReconcilerTest, DeletingVolumeIsSkippedWithoutAnyAgentCall) {
   status.deleting = true;
   CreateVolume(Spec("pvc-1"), status);
   CreateVolume(Spec("pvc-2"), Intent(true, {"node-a"}, 3));
-  auto obj = Get(api::kKindVolume, "pvc-2");
-  obj.deletion_timestamp = "2025-01-01T00:00:00Z";
-  ASSERT_TRUE(store().Update(obj).ok());
+  MarkDeletedByStore(api::kKindVolume, "pvc-2");
+  ASSERT_TRUE(Get(api::kKindVolume, "pvc-2").deletion_timestamp);
   auto before1 = Get(api::kKindVolume, "pvc-1");
   auto before2 = Get(api::kKindVolume, "pvc-2");
 

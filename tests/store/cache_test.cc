@@ -36,8 +36,7 @@ class CountingStore : public Store {
   Status Delete(const std::string& k, const std::string& n, const Preconditions& p = {}) override {
     return inner_.Delete(k, n, p);
   }
-  StatusOr<std::unique_ptr<WatchHandle>> Watch(const std::string& kind,
-                                               decltype(ListResult::revision) from,
+  StatusOr<std::unique_ptr<WatchHandle>> Watch(const std::string& kind, const std::string& from,
                                                EventHandler on_event,
                                                ErrorHandler on_error) override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -47,7 +46,6 @@ class CountingStore : public Store {
     };
     return inner_.Watch(kind, from, handler, [](const Status&) {});
   }
-  StatusOr<int64_t> CurrentRevision() override { return inner_.CurrentRevision(); }
   // Ends the watches seen so far with OUT_OF_RANGE, as a compaction would.
   void EndWatches() {
     std::vector<ErrorHandler> errors;

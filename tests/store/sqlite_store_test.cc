@@ -34,7 +34,8 @@ testing::StoreBackend SqliteBackend() {
     }
     return std::move(store).value();
   };
-  backend.compact = [](Store& store, int64_t revision) {
+  backend.compact = [](Store& store, const std::string& resource_version) -> Status {
+    ASSIGN_OR_RETURN(int64_t revision, ParseRevision(resource_version, "compact"));
     return dynamic_cast<SqliteStore&>(store).Compact(revision);
   };
   backend.check_integrity = [](const std::string& dir) -> Status {
@@ -127,9 +128,17 @@ TEST(SqliteStoreTest, RetentionDropsOldHistoryInBatches) {
   EXPECT_LE(kept, 22);
   int64_t compacted = std::stoll(raw.One("SELECT value FROM meta WHERE key='compacted'"));
   EXPECT_EQ(compacted, 100 - kept);
-  EXPECT_EQ(store->Watch(kPillarAgent, compacted - 1, [](const Event&) {}).status().code(),
+  EXPECT_EQ(store->Watch(kPillarAgent, std::to_string(compacted - 1), [](const Event&) {})
+                .status()
+                .code(),
             Code::kOutOfRange);
-  EXPECT_TRUE(store->Watch(kPillarAgent, compacted, [](const Event&) {}).ok());
+  EXPECT_TRUE(store->Watch(kPillarAgent, std::to_string(compacted), [](const Event&) {}).ok());
+  // This backend's versions are decimal revisions; anything else is refused.
+  for (const char* bad : {"-1", "x", "1.5", ""}) {
+    EXPECT_EQ(store->Watch(kPillarAgent, bad, [](const Event&) {}).status().code(),
+              Code::kInvalidArgument)
+        << bad;
+  }
 }
 
 TEST(SqliteStoreTest, WatchThatFallsBehindTheHistoryReportsOutOfRange) {
@@ -146,7 +155,7 @@ TEST(SqliteStoreTest, WatchThatFallsBehindTheHistoryReportsOutOfRange) {
   int delivered = 0;
   std::optional<Status> error;
   auto watch = store->Watch(
-      kPillarAgent, 0,
+      kPillarAgent, "0",
       [&](const Event&) {
         std::unique_lock lock(mu);
         ++delivered;
@@ -221,7 +230,7 @@ TEST(SqliteStoreTest, WatchOutlivesTheStoreObject) {
   pillar::testing::TempDir tmp;
   auto store = MustOpen(OptionsFor(tmp.path()));
   std::atomic<int> events{0};
-  auto watch = store->Watch(kPillarNode, 0, [&](const Event&) { ++events; });
+  auto watch = store->Watch(kPillarNode, "0", [&](const Event&) { ++events; });
   ASSERT_TRUE(watch.ok());
   store.reset();
   auto writer = MustOpen(OptionsFor(tmp.path()));
@@ -248,7 +257,7 @@ TEST(SqliteStoreTest, BadOptionsAreInvalidArgument) {
 TEST(StoreJsonTest, RoundTripsTheKubernetesLayout) {
   Object o = Obj(kPillarVolumeState, "pvc-1");
   o.uid = "0b5c3a52-4a8e-4f59-9d2e-3f3a7cbe1a10";
-  o.resource_version = 42;
+  o.resource_version = "42";
   o.generation = 3;
   o.creation_timestamp = "2024-01-02T03:04:05Z";
   o.deletion_timestamp = "2024-01-03T00:00:00Z";
@@ -261,7 +270,7 @@ TEST(StoreJsonTest, RoundTripsTheKubernetesLayout) {
   auto back = FromJson(j);
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(*back, o);
-  j["metadata"]["resourceVersion"] = "4x";
+  j["metadata"]["resourceVersion"] = 42;  // Kubernetes writes a string
   EXPECT_EQ(FromJson(j).status().code(), Code::kInvalidArgument);
   EXPECT_EQ(FromJson(nlohmann::json::array()).status().code(), Code::kInvalidArgument);
 }

@@ -35,14 +35,18 @@ struct StoreBackend {
   // on failure. Opening the same dir again must give an independent client
   // of the same data: the suite uses it as another process.
   std::function<std::unique_ptr<Store>(const std::string& dir)> open;
-  // Makes the history at or before `revision` unavailable to Watch.
-  std::function<Status(Store& store, int64_t revision)> compact;
+  // Makes the history at or before `resource_version` unavailable to Watch.
+  std::function<Status(Store& store, const std::string& resource_version)> compact;
   // Optional: the backend's own consistency check of the data under `dir`
   // (e.g. SQLite's integrity_check), run after a writer was killed.
   std::function<Status(const std::string& dir)> check_integrity;
+  // Names are Kubernetes object names (DNS-1123 subdomains) rather than
+  // any opaque string.
+  bool dns_names = false;
 };
 
-// Each test gets a fresh directory and a store opened on it.
+// Each test gets a fresh directory and a store opened on it; a backend
+// without local files (Kubernetes) starts each new directory empty.
 // Test names and failure messages show the backend by name.
 inline void PrintTo(const StoreBackend& backend, std::ostream* os) { *os << backend.name; }
 

@@ -10,31 +10,26 @@ namespace {
 
 std::string Conflict(const Object& in, const Object& stored, const std::string& verb) {
   return "conflict: " + verb + " of " + Describe(in.kind, in.name) + " at resourceVersion " +
-         std::to_string(in.resource_version) + ", but the stored resourceVersion is " +
-         std::to_string(stored.resource_version) + "; get it again and retry";
+         in.resource_version + ", but the stored resourceVersion is " + stored.resource_version +
+         "; get it again and retry";
 }
 
 Status CheckIdentity(const Object& in, const Object& stored, const std::string& verb) {
   if (!in.uid.empty() && in.uid != stored.uid) {
     return Aborted("conflict: " + verb + " of " + Describe(in.kind, in.name) + " with uid " +
                    in.uid + ", but the stored object is another lifecycle (uid " + stored.uid +
-                   ", resourceVersion " + std::to_string(stored.resource_version) + ")");
+                   ", resourceVersion " + stored.resource_version + ")");
   }
   if (in.resource_version != stored.resource_version) return Aborted(Conflict(in, stored, verb));
   return Status::Ok();
 }
 
+// deletionTimestamp is the store's alone: Update never writes it.
 StatusOr<bool> ApplySpec(const Object& in, Object& next) {
-  if (next.deletion_timestamp && in.deletion_timestamp != next.deletion_timestamp) {
-    return InvalidArgument("deletionTimestamp of " + Describe(in.kind, in.name) + " is set (" +
-                           *next.deletion_timestamp + ") and can no longer change");
-  }
   bool spec_changed = in.spec != next.spec;
-  bool changed =
-      spec_changed || in.labels != next.labels || in.deletion_timestamp != next.deletion_timestamp;
+  bool changed = spec_changed || in.labels != next.labels;
   next.spec = in.spec;
   next.labels = in.labels;
-  next.deletion_timestamp = in.deletion_timestamp;
   if (spec_changed) ++next.generation;
   return changed;
 }
@@ -84,7 +79,8 @@ StatusOr<ListResult> SqliteStore::List(const std::string& kind,
   ListResult result;
   Status done = tables_->Read([&]() -> Status {
     ASSIGN_OR_RETURN(result.items, tables_->SelectObjects(kind, selector));
-    ASSIGN_OR_RETURN(result.revision, tables_->Revision());
+    ASSIGN_OR_RETURN(int64_t revision, tables_->Revision());
+    result.resource_version = std::to_string(revision);
     return Status::Ok();
   });
   RETURN_IF_ERROR(done);
@@ -94,7 +90,7 @@ StatusOr<ListResult> SqliteStore::List(const std::string& kind,
 StatusOr<Object> SqliteStore::Create(const Object& in) {
   RETURN_IF_ERROR(ValidateObject(in));
   const std::string what = Describe(in.kind, in.name);
-  if (in.resource_version != 0) {
+  if (!in.resource_version.empty()) {
     return InvalidArgument("resourceVersion must not be set to create " + what);
   }
   if (in.deletion_timestamp) {
@@ -109,7 +105,8 @@ StatusOr<Object> SqliteStore::Create(const Object& in) {
     if (existing) {
       return AlreadyExists(what + " already exists (uid " + existing->uid + ")");
     }
-    ASSIGN_OR_RETURN(out.resource_version, tables_->NextRevision());
+    ASSIGN_OR_RETURN(int64_t revision, tables_->NextRevision());
+    out.resource_version = std::to_string(revision);
     RETURN_IF_ERROR(tables_->PutObject(out));
     return tables_->AppendEvent(EventType::kAdded, out);
   });
@@ -120,7 +117,7 @@ StatusOr<Object> SqliteStore::Create(const Object& in) {
 StatusOr<Object> SqliteStore::CompareAndSwap(const Object& in, const char* verb,
                                              const Apply& apply) {
   RETURN_IF_ERROR(ValidateObject(in));
-  if (in.resource_version <= 0) {
+  if (in.resource_version.empty()) {
     return InvalidArgument(std::string("resourceVersion is required to ") + verb + " " +
                            Describe(in.kind, in.name) + ": every update is a compare-and-swap");
   }
@@ -135,7 +132,8 @@ StatusOr<Object> SqliteStore::CompareAndSwap(const Object& in, const char* verb,
       result = std::move(*stored);
       return Status::Ok();
     }
-    ASSIGN_OR_RETURN(next.resource_version, tables_->NextRevision());
+    ASSIGN_OR_RETURN(int64_t revision, tables_->NextRevision());
+    next.resource_version = std::to_string(revision);
     RETURN_IF_ERROR(tables_->PutObject(next));
     RETURN_IF_ERROR(tables_->AppendEvent(EventType::kModified, next));
     result = std::move(next);
@@ -167,25 +165,24 @@ Status SqliteStore::Delete(const std::string& kind, const std::string& name,
     }
     if (pre.resource_version && *pre.resource_version != stored->resource_version) {
       return Aborted("conflict: delete of " + what + " at resourceVersion " +
-                     std::to_string(*pre.resource_version) +
-                     ", but the stored resourceVersion is " +
-                     std::to_string(stored->resource_version));
+                     *pre.resource_version + ", but the stored resourceVersion is " +
+                     stored->resource_version);
     }
     Object last = std::move(*stored);
-    ASSIGN_OR_RETURN(last.resource_version, tables_->NextRevision());
+    ASSIGN_OR_RETURN(int64_t revision, tables_->NextRevision());
+    last.resource_version = std::to_string(revision);
     RETURN_IF_ERROR(tables_->RemoveObject(kind, name));
     return tables_->AppendEvent(EventType::kDeleted, last);
   });
 }
 
 StatusOr<std::unique_ptr<WatchHandle>> SqliteStore::Watch(const std::string& kind,
-                                                          int64_t from_revision,
+                                                          const std::string& from_resource_version,
                                                           EventHandler on_event,
                                                           ErrorHandler on_error) {
   RETURN_IF_ERROR(ValidateKind(kind));
-  if (from_revision < 0) {
-    return InvalidArgument("watch revision " + std::to_string(from_revision) + " is negative");
-  }
+  ASSIGN_OR_RETURN(int64_t from_revision,
+                   ParseRevision(from_resource_version, "watch of " + kind + " from"));
   if (!on_event) return InvalidArgument("watch of " + kind + " needs an event handler");
   int64_t compacted = 0;
   Status done = tables_->Read([&]() -> Status {
@@ -202,7 +199,7 @@ StatusOr<std::unique_ptr<WatchHandle>> SqliteStore::Watch(const std::string& kin
       tables_, kind, from_revision, std::move(on_event), std::move(on_error), poll_interval_));
 }
 
-StatusOr<int64_t> SqliteStore::CurrentRevision() {
+StatusOr<int64_t> SqliteStore::Revision() {
   int64_t revision = 0;
   Status done = tables_->Read([&]() -> Status {
     ASSIGN_OR_RETURN(revision, tables_->Revision());

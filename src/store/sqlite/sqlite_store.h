@@ -2,6 +2,7 @@
 // synchronous=FULL, every write one BEGIN IMMEDIATE transaction (CAS check,
 // row, event, revision), so a crash never leaves half a write. Several
 // processes may open the same file; each sees the others' writes, in Watch too.
+// resourceVersion is a global revision counter, written in decimal.
 #pragma once
 
 #include <chrono>
@@ -40,10 +41,14 @@ class SqliteStore : public Store {
   StatusOr<Object> UpdateStatus(const Object& object) override;
   Status Delete(const std::string& kind, const std::string& name,
                 const Preconditions& preconditions = {}) override;
-  StatusOr<std::unique_ptr<WatchHandle>> Watch(const std::string& kind, int64_t from_revision,
+  StatusOr<std::unique_ptr<WatchHandle>> Watch(const std::string& kind,
+                                               const std::string& from_resource_version,
                                                EventHandler on_event,
                                                ErrorHandler on_error = nullptr) override;
-  StatusOr<int64_t> CurrentRevision() override;
+
+  // The revision of the newest write (0 for an empty store). This backend's
+  // resourceVersions are these revisions in decimal.
+  StatusOr<int64_t> Revision();
 
   // Drops the events at or before `revision` (capped at the current one): a
   // Watch from an earlier revision is then OUT_OF_RANGE. Retention does this

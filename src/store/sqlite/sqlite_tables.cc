@@ -1,10 +1,22 @@
 #include "store/sqlite/sqlite_tables.h"
 
 #include <algorithm>
+#include <charconv>
 #include <thread>
 #include <utility>
 
 namespace pillar::store {
+
+StatusOr<int64_t> ParseRevision(const std::string& resource_version, const std::string& what) {
+  int64_t value = 0;
+  const char* end = resource_version.data() + resource_version.size();
+  auto [ptr, ec] = std::from_chars(resource_version.data(), end, value);
+  if (resource_version.empty() || ec != std::errc() || ptr != end || value < 0) {
+    return InvalidArgument("resourceVersion \"" + resource_version + "\" of " + what +
+                           " is not one this store wrote (a decimal revision)");
+  }
+  return value;
+}
 namespace {
 
 constexpr int64_t kSchemaVersion = 1;
@@ -65,7 +77,7 @@ StatusOr<Object> ReadObjectRow(const SqliteStatement& row, const std::string& ki
   *matched = !selector || MatchesSelector(o.labels, *selector);
   if (!*matched) return o;
   o.uid = row.Text(1);
-  o.resource_version = row.Int(2);
+  o.resource_version = std::to_string(row.Int(2));
   o.generation = row.Int(3);
   o.creation_timestamp = row.Text(4);
   if (!row.IsNull(5)) o.deletion_timestamp = row.Text(5);
@@ -221,13 +233,14 @@ StatusOr<int64_t> SqliteTables::NextRevision() {
 
 Status SqliteTables::PutObject(const Object& o) {
   const std::string what = Describe(o.kind, o.name);
+  ASSIGN_OR_RETURN(int64_t revision, ParseRevision(o.resource_version, what));
   ASSIGN_OR_RETURN(std::string labels, DumpJson(nlohmann::json(o.labels), what + " labels"));
   ASSIGN_OR_RETURN(std::string spec, DumpJson(o.spec, what + " spec"));
   ASSIGN_OR_RETURN(std::string status, DumpJson(o.status, what + " status"));
   ASSIGN_OR_RETURN(auto q, conn_->Prepare("INSERT OR REPLACE INTO objects (kind, name, uid, rv, "
                                           "generation, created, deletion_ts, labels, spec, "
                                           "status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
-  q.Bind(1, o.kind).Bind(2, o.name).Bind(3, o.uid).Bind(4, o.resource_version);
+  q.Bind(1, o.kind).Bind(2, o.name).Bind(3, o.uid).Bind(4, revision);
   q.Bind(5, o.generation).Bind(6, o.creation_timestamp);
   if (o.deletion_timestamp) {
     q.Bind(7, *o.deletion_timestamp);
@@ -244,10 +257,11 @@ Status SqliteTables::RemoveObject(const std::string& kind, const std::string& na
 }
 
 Status SqliteTables::AppendEvent(EventType type, const Object& o) {
+  ASSIGN_OR_RETURN(int64_t revision, ParseRevision(o.resource_version, Describe(o.kind, o.name)));
   ASSIGN_OR_RETURN(std::string json, DumpJson(ToJson(o), Describe(o.kind, o.name)));
   ASSIGN_OR_RETURN(auto q, conn_->Prepare("INSERT INTO events (rev, kind, name, type, object) "
                                           "VALUES (?, ?, ?, ?, ?)"));
-  q.Bind(1, o.resource_version).Bind(2, o.kind).Bind(3, o.name);
+  q.Bind(1, revision).Bind(2, o.kind).Bind(3, o.name);
   q.Bind(4, std::string_view(EventTypeName(type))).Bind(5, json);
   RETURN_IF_ERROR(q.Run());
   // Compact in batches, not on every write: retained history stays between
@@ -255,8 +269,8 @@ Status SqliteTables::AppendEvent(EventType type, const Object& o) {
   ASSIGN_OR_RETURN(int64_t compacted, Compacted());
   const int64_t limit = options_.history_limit;
   const int64_t slack = std::clamp<int64_t>(limit / 10, 1, 1000);
-  if (o.resource_version - compacted > limit + slack) {
-    return CompactTo(o.resource_version - limit);
+  if (revision - compacted > limit + slack) {
+    return CompactTo(revision - limit);
   }
   return Status::Ok();
 }
@@ -283,17 +297,18 @@ StatusOr<EventBatch> SqliteTables::SelectEvents(const std::string& kind, int64_t
     ASSIGN_OR_RETURN(bool row, q.Step());
     if (!row) return batch;
     Event e;
-    e.revision = q.Int(0);
+    const int64_t revision = q.Int(0);
     ASSIGN_OR_RETURN(e.type, ParseEventType(q.Text(1)));
     ASSIGN_OR_RETURN(nlohmann::json j,
-                     ParseColumn(q.Text(2), "stored event " + std::to_string(e.revision)));
+                     ParseColumn(q.Text(2), "stored event " + std::to_string(revision)));
     auto object = FromJson(j);
     if (!object.ok()) {
-      return Status(Code::kDataLoss, "stored event " + std::to_string(e.revision) + ": " +
-                                         object.status().message());
+      return Status(Code::kDataLoss,
+                    "stored event " + std::to_string(revision) + ": " + object.status().message());
     }
     e.object = std::move(object).value();
     batch.events.push_back(std::move(e));
+    batch.revisions.push_back(revision);
   }
 }
 

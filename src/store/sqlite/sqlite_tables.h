@@ -28,10 +28,15 @@
 
 namespace pillar::store {
 
+// A resourceVersion of this backend: a revision in decimal, "0" for "before
+// every write". INVALID_ARGUMENT naming `what` otherwise.
+StatusOr<int64_t> ParseRevision(const std::string& resource_version, const std::string& what);
+
 struct EventBatch {
   std::vector<Event> events;
-  int64_t head = 0;       // the store revision of the snapshot read
-  int64_t compacted = 0;  // events at or before this revision are gone
+  std::vector<int64_t> revisions;  // of each event
+  int64_t head = 0;                // the store revision of the snapshot read
+  int64_t compacted = 0;           // events at or before this revision are gone
 };
 
 class SqliteTables {

@@ -57,10 +57,10 @@ void SqliteWatch::Run(const std::shared_ptr<State>& state) {
                                "which now starts after revision " +
                                std::to_string(batch.compacted) + "; relist"));
       }
-      for (const Event& e : batch.events) {
+      for (size_t i = 0; i < batch.events.size(); ++i) {
         if (state->stop) return;
-        state->on_event(e);
-        state->cursor = e.revision;
+        state->on_event(batch.events[i]);
+        state->cursor = batch.revisions[i];
       }
       if (static_cast<int64_t>(batch.events.size()) == kBatch) continue;
       // Every event of this kind up to head was in the snapshot.
