@@ -48,12 +48,8 @@ StatusOr<bool> Bool(const json& j, const char* key, const std::string& field,
 }  // namespace
 
 Meta MetaOf(const store::Object& o) {
-  return {o.name,
-          o.uid,
-          o.resource_version,
-          o.generation,
-          o.creation_timestamp,
-          o.deletion_timestamp};
+  return {
+      o.name, o.uid, o.resource_version, o.generation, o.creation_timestamp, o.deletion_timestamp};
 }
 
 StatusOr<VolumeState> LoadVolume(const store::Object& o) {

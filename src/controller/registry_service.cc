@@ -46,7 +46,7 @@ std::string CanonicalIp(const std::string& ip) {
 }  // namespace
 
 StatusOr<std::pair<bool, std::string>> RegisterNodeIdentity(store::Store& store, Clock& clock,
-                                                        const rv1::NodeIdentity& id) {
+                                                            const rv1::NodeIdentity& id) {
   RETURN_IF_ERROR(ValidateIdentity(id));
   api::NodeRecord want;
   want.node_id = id.node_id();

@@ -17,8 +17,8 @@
 namespace pillar::kube {
 
 struct Config {
-  std::string server;        // "https://host:port", no trailing slash
-  std::string ca_pem;        // the CA the server's certificate chains to (PEM)
+  std::string server;           // "https://host:port", no trailing slash
+  std::string ca_pem;           // the CA the server's certificate chains to (PEM)
   std::string client_cert_pem;  // client certificate (PEM), optional
   std::string client_key_pem;   // its key (PEM), required with the certificate
   std::string token;            // bearer token, optional
