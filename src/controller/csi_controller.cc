@@ -291,8 +291,32 @@ Status CsiController::DoCreate(const csi::v1::CreateVolumeRequest& req, csi::v1:
   spec.fs_type = params.fs_type;
   spec.parameters = recorded;
 
+  // The export record this request makes: recorded with the object, and the
+  // only source an export is ever rebuilt from.
+  api::VolumeStatus first_status;
+  first_status.export_spec =
+      api::ExportSpec{params.bind_address.empty() ? agent_rec.address : params.bind_address,
+                      params.port, params.acl_enabled, params.in_capsule_data_size};
+  RETURN_IF_ERROR(validate::IpAddress("bindAddress (PillarAgent address)",
+                                      first_status.export_spec->bind_address));
+
   auto existing = store_.Get(api::kKindVolume, req.name());
   store::Object obj;
+  if (existing.ok() && existing->status.empty()) {
+    // A create cut off between the object and its status (the Kubernetes
+    // store writes them in two requests): this retry of the same request
+    // records what that create would have. A record that was ever reconciled
+    // has a status and is never filled in here.
+    ASSIGN_OR_RETURN(api::VolumeState have, api::LoadVolume(*existing));
+    if (have.spec.parameters == recorded && have.spec.access_type == access_type) {
+      store::Object completed = *existing;
+      completed.status = ToJson(first_status);
+      ASSIGN_OR_RETURN(obj, store_.UpdateStatus(completed));
+      existing = obj;
+      log::Warn("volume record completed: its create had not written its status",
+                {{"volume", req.name()}});
+    }
+  }
   if (existing.ok()) {
     ASSIGN_OR_RETURN(api::VolumeState have, api::LoadVolume(*existing));
     if (have.spec.parameters != recorded || have.spec.access_type != access_type) {
@@ -312,19 +336,12 @@ Status CsiController::DoCreate(const csi::v1::CreateVolumeRequest& req, csi::v1:
     obj = *existing;
     spec = have.spec;
   } else if (existing.status().code() == Code::kNotFound) {
-    // Record the intent first, exportSpec included: it is the only source an
-    // export is ever rebuilt from.
-    api::VolumeStatus status;
-    status.export_spec =
-        api::ExportSpec{params.bind_address.empty() ? agent_rec.address : params.bind_address,
-                        params.port, params.acl_enabled, params.in_capsule_data_size};
-    RETURN_IF_ERROR(
-        validate::IpAddress("bindAddress (PillarAgent address)", status.export_spec->bind_address));
+    // Record the intent first, exportSpec included.
     store::Object fresh;
     fresh.kind = api::kKindVolume;
     fresh.name = req.name();
     fresh.spec = ToJson(spec);
-    fresh.status = ToJson(status);
+    fresh.status = ToJson(first_status);
     ASSIGN_OR_RETURN(obj, store_.Create(fresh));
   } else {
     return existing.status();

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "kube/lease.h"
 
 namespace pillar::controller {
 
@@ -40,6 +41,16 @@ class FileLockLeader : public LeaderGate {
   std::string path_;
   int fd_ = -1;
   std::atomic<bool> leader_{false};
+};
+
+// In Kubernetes: the holder of a coordination.k8s.io/v1 Lease leads.
+class LeaseLeader : public LeaderGate {
+ public:
+  explicit LeaseLeader(kube::LeaseElector& elector) : elector_(elector) {}
+  bool IsLeader() override { return elector_.IsLeader(); }
+
+ private:
+  kube::LeaseElector& elector_;
 };
 
 }  // namespace pillar::controller

@@ -1,7 +1,11 @@
 // pillar-controller: CSI Identity + Controller on a unix socket, the node
-// registry, and the export reconciler, over the embedded SQLite store.
+// registry, and the export reconciler, over the embedded SQLite store or the
+// Kubernetes API server. On the Kubernetes store it also installs pillar's
+// CRDs when absent, leads through a Lease, binds node reports to their nodes
+// with TokenReview, and records Events.
 #include <grpcpp/grpcpp.h>
 #include <pthread.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <csignal>
@@ -18,6 +22,11 @@
 #include "controller/leader.h"
 #include "controller/reconciler.h"
 #include "controller/registry_service.h"
+#include "kube/events.h"
+#include "kube/lease.h"
+#include "kube/token_review.h"
+#include "store/kube/crd_install.h"
+#include "store/kube/kube_store.h"
 #include "store/open.h"
 
 namespace pillar::controller {
@@ -75,6 +84,27 @@ Status SeedAgent(store::Store& store, const std::string& spec) {
   return Aborted("--agent " + name + ": concurrent updates");
 }
 
+// The Kubernetes side of a controller on the kube store.
+struct KubeOptions {
+  bool install_crds = true;
+  std::string lease_namespace;  // default: the pod's (or the kubeconfig context's) namespace
+  std::string lease_name = "pillar-csi-controller";
+  std::string identity;  // default: $POD_NAME, else <hostname>-<pid>
+  int lease_duration_seconds = 15;
+  int renew_deadline_seconds = 10;
+  int retry_period_seconds = 2;
+  std::string node_service_account;  // default: <namespace>:pillar-node
+  std::string node_token_audience = "pillar-csi.bhyoo.com";
+  std::string events_namespace;  // default: the controller's namespace
+};
+
+std::string DefaultIdentity() {
+  if (const char* pod = std::getenv("POD_NAME"); pod != nullptr && *pod != '\0') return pod;
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  return std::string(host) + "-" + std::to_string(getpid());
+}
+
 int Run(int argc, char** argv) {
   CLI::App app{"pillar-controller: CSI controller, node registry and export reconciler"};
   std::string csi_endpoint = "unix:///var/lib/pillar-csi/controller/csi.sock";
@@ -85,6 +115,7 @@ int Run(int argc, char** argv) {
   std::vector<std::string> agents;
   AgentTlsConfig agent_tls;
   std::string leader_lock;
+  KubeOptions ko;
   int resync_seconds = 30;
   int epoch_poll_seconds = 5;
   int workers = 4;
@@ -97,14 +128,36 @@ int Run(int argc, char** argv) {
   app.add_option("--registry-tls-key", registry_tls.key, "registry server key (PEM)");
   app.add_option("--registry-tls-ca", registry_tls.ca, "CA that node plugin certificates chain to");
   app.add_flag("--registry-insecure", registry_insecure, "serve the registry without TLS (demos)");
-  app.add_option("--store", store_path, "the store: sqlite:PATH or a plain PATH (SQLite file)");
+  app.add_option("--store", store_path,
+                 "the store: sqlite:PATH or a plain PATH (SQLite file), kube (in a pod) or "
+                 "kube:KUBECONFIG (the Kubernetes API server)");
   app.add_option("--agent", agents, "NAME=ADDRESS:PORT[@TLS-NAME]: register or update an agent");
   app.add_option("--agent-tls-cert", agent_tls.files.cert, "client certificate for agents (PEM)");
   app.add_option("--agent-tls-key", agent_tls.files.key, "client key for agents (PEM)");
   app.add_option("--agent-tls-ca", agent_tls.files.ca, "CA the agents' certificates chain to");
   app.add_flag("--agent-insecure", agent_tls.insecure, "talk to agents without TLS (demos)");
   app.add_option("--leader-lock", leader_lock,
-                 "lock file for leader election (default: <store>.lock)");
+                 "SQLite store: lock file for leader election (default: <store>.lock)");
+  app.add_option("--install-crds", ko.install_crds,
+                 "Kubernetes store: create pillar's CRDs that are absent (true/false)");
+  app.add_option("--leader-election-namespace", ko.lease_namespace,
+                 "Kubernetes store: namespace of the leader Lease (default: the controller's)");
+  app.add_option("--leader-election-name", ko.lease_name, "Kubernetes store: the Lease's name");
+  app.add_option("--leader-election-identity", ko.identity,
+                 "Kubernetes store: this replica in the Lease (default: $POD_NAME)");
+  app.add_option("--leader-election-lease-duration", ko.lease_duration_seconds,
+                 "seconds a silent leader keeps the Lease");
+  app.add_option("--leader-election-renew-deadline", ko.renew_deadline_seconds,
+                 "seconds a leader that cannot renew keeps leading");
+  app.add_option("--leader-election-retry-period", ko.retry_period_seconds,
+                 "seconds between Lease renewals and attempts");
+  app.add_option("--node-service-account", ko.node_service_account,
+                 "Kubernetes store: NAMESPACE:NAME of the node plugin's ServiceAccount, the only "
+                 "one whose tokens may report node identities (default: <namespace>:pillar-node)");
+  app.add_option("--node-token-audience", ko.node_token_audience,
+                 "Kubernetes store: the audience of the node plugins' projected tokens");
+  app.add_option("--events-namespace", ko.events_namespace,
+                 "Kubernetes store: namespace of the Events (default: the controller's)");
   app.add_option("--resync-interval", resync_seconds, "seconds between full resyncs (jittered)");
   app.add_option("--epoch-poll-interval", epoch_poll_seconds, "seconds between agent epoch checks");
   app.add_option("--workers", workers, "reconcile workers");
@@ -114,60 +167,149 @@ int Run(int argc, char** argv) {
 
   GrpcDaemon daemon("controller", log_level);  // before any thread starts
   auto fail = [&daemon](const Status& s) { return daemon.Fail(s); };
+  if (registry_insecure) {
+    log::Warn("INSECURE: the node registry is served without TLS (--registry-insecure)");
+  }
+  if (agent_tls.insecure) {
+    log::Warn("INSECURE: agents are called without TLS (--agent-insecure)");
+  }
 
   auto where = store::ParseStoreUri(store_path);
   if (!where.ok()) return fail(where.status());
   auto opened = store::OpenStore(*where);
   if (!opened.ok()) return fail(opened.status());
   std::unique_ptr<store::Store> store = std::move(opened).value();
+  auto* kube_store = dynamic_cast<store::KubeStore*>(store.get());
+  const bool on_kube = kube_store != nullptr;
+  SystemClock clock;
+
+  // Kubernetes: CRDs first (every store call needs them), then who we are.
+  std::unique_ptr<kube::KubeEventSink> events;
+  std::unique_ptr<kube::TokenReviewer> reviewer;
+  std::unique_ptr<TokenReviewAuthorizer> authorizer;
+  std::unique_ptr<kube::LeaseElector> elector;
+  if (on_kube) {
+    kube::Client& client = kube_store->client();
+    const std::string ns = client.config().namespace_name;
+    if (ko.install_crds) {
+      auto crds = store::EnsureCrds(client, std::chrono::seconds(60));
+      if (!crds.ok()) return fail(crds.status());
+      log::Info("CRDs in place",
+                {{"created", crds->created.size()}, {"present", crds->present.size()}});
+    }
+    if (ko.identity.empty()) ko.identity = DefaultIdentity();
+    kube::LeaseOptions lo;
+    lo.namespace_name = ko.lease_namespace.empty() ? ns : ko.lease_namespace;
+    lo.name = ko.lease_name;
+    lo.identity = ko.identity;
+    lo.lease_duration = std::chrono::seconds(std::max(1, ko.lease_duration_seconds));
+    lo.renew_deadline = std::chrono::seconds(std::max(1, ko.renew_deadline_seconds));
+    lo.retry_period = std::chrono::seconds(std::max(1, ko.retry_period_seconds));
+    if (lo.renew_deadline >= lo.lease_duration || lo.retry_period >= lo.renew_deadline) {
+      return fail(InvalidArgument(
+          "--leader-election-*: want retry-period < renew-deadline < lease-duration"));
+    }
+    elector = std::make_unique<kube::LeaseElector>(client, clock, lo);
+    if (ko.node_service_account.empty()) ko.node_service_account = ns + ":pillar-node";
+    reviewer = std::make_unique<kube::TokenReviewer>(client, ko.node_token_audience,
+                                                     ko.node_service_account);
+    authorizer = std::make_unique<TokenReviewAuthorizer>(*reviewer);
+    kube::EventSinkOptions eo;
+    eo.namespace_name = ko.events_namespace.empty() ? ns : ko.events_namespace;
+    eo.host = ko.identity;
+    events = std::make_unique<kube::KubeEventSink>(client, clock, eo);
+    log::Info("on the Kubernetes store", {{"server", client.config().server},
+                                          {"lease", lo.namespace_name + "/" + lo.name},
+                                          {"identity", lo.identity},
+                                          {"nodeServiceAccount", ko.node_service_account}});
+  }
+
   for (const auto& a : agents) {
     if (Status s = SeedAgent(*store, a); !s.ok()) return fail(s);
   }
 
-  FileLockLeader leader(leader_lock.empty() ? where->path + ".lock" : leader_lock);
-  if (Status s = leader.WaitForLeadership(); !s.ok()) return fail(s);
-
-  SystemClock clock;
   GrpcAgentDirectory directory(agent_tls);
   ReconcilerOptions ropts;
   ropts.resync_interval = std::chrono::seconds(std::max(1, resync_seconds));
   ropts.epoch_poll_interval = std::chrono::seconds(std::max(1, epoch_poll_seconds));
   ropts.workers = workers;
+  ropts.events = events.get();
   ExportReconciler reconciler(*store, directory, clock, ropts);
-  if (Status s = reconciler.Start(); !s.ok()) return fail(s);
 
-  CsiIdentity identity(leader);
-  CsiController controller(*store, directory, reconciler, leader);
-  NodeRegistryService registry(*store, clock);
-
-  // Two servers: the CSI services stay on the local socket, never on the
-  // registry's TCP port.
-  if (Status s = daemon.Serve({{csi_endpoint, grpc::InsecureServerCredentials()}},
-                              {&identity, &controller});
-      !s.ok()) {
-    return fail(s);
+  std::unique_ptr<LeaseLeader> lease_leader;
+  std::unique_ptr<FileLockLeader> file_leader;
+  LeaderGate* gate = nullptr;
+  if (on_kube) {
+    lease_leader = std::make_unique<LeaseLeader>(*elector);
+    gate = lease_leader.get();
+  } else {
+    file_leader =
+        std::make_unique<FileLockLeader>(leader_lock.empty() ? where->path + ".lock" : leader_lock);
+    gate = file_leader.get();
   }
-  auto reg_creds = ListenerCredentials(registry_tls, registry_insecure);
-  if (!reg_creds.ok()) return fail(reg_creds.status());
-  int reg_port = 0;
-  if (Status s = daemon.Serve({{registry_listen, *reg_creds, &reg_port}}, {&registry}); !s.ok()) {
-    return fail(s);
-  }
-  log::Info("controller serving", {{"csi", csi_endpoint},
-                                   {"registry", registry_listen},
-                                   {"registryPort", reg_port},
-                                   {"store", store_path}});
+  CsiIdentity identity(*gate);
+  CsiController controller(*store, directory, reconciler, *gate);
+  NodeRegistryService registry(*store, clock, authorizer.get());
 
-  if (!ready_file.empty()) {
-    PosixFs fs;
-    if (Status s = fs.WriteFileAtomic(ready_file, std::to_string(reg_port) + "\n"); !s.ok()) {
-      return fail(s);
+  // Leading: reconcile, then serve. A replica that does not lead serves
+  // nothing, so the CSI sidecars beside it wait on its socket and take no
+  // lease of their own; when the leader goes, this replica takes over.
+  std::atomic<int> exit_code{0};
+  auto lead = [&]() -> Status {
+    RETURN_IF_ERROR(reconciler.Start());
+    // Two servers: the CSI services stay on the local socket, never on the
+    // registry's TCP port.
+    RETURN_IF_ERROR(daemon.Serve({{csi_endpoint, grpc::InsecureServerCredentials()}},
+                                 {&identity, &controller}));
+    ASSIGN_OR_RETURN(auto reg_creds, ListenerCredentials(registry_tls, registry_insecure));
+    int reg_port = 0;
+    RETURN_IF_ERROR(daemon.Serve({{registry_listen, reg_creds, &reg_port}}, {&registry}));
+    log::Info("controller serving", {{"csi", csi_endpoint},
+                                     {"registry", registry_listen},
+                                     {"registryPort", reg_port},
+                                     {"store", store_path}});
+    if (!ready_file.empty()) {
+      PosixFs fs;
+      RETURN_IF_ERROR(fs.WriteFileAtomic(ready_file, std::to_string(reg_port) + "\n"));
+    }
+    return Status::Ok();
+  };
+  auto stop_self = [&exit_code](int code) {
+    exit_code = code;
+    kill(getpid(), SIGTERM);  // the main thread's WaitAndShutdown takes it
+  };
+
+  std::thread leading;
+  if (on_kube) {
+    log::Info("waiting for leadership", {{"identity", ko.identity}});
+    leading = std::thread([&] {
+      if (!elector->WaitForLeadership()) return;  // stopping
+      log::Info("leading", {{"identity", ko.identity}});
+      if (Status s = lead(); !s.ok()) {
+        log::Error("controller cannot start", {{"error", s.ToString()}});
+        return stop_self(2);
+      }
+      // Lost means another replica may lead now: stop at once; Kubernetes
+      // restarts this one as a candidate.
+      elector->Run([&] { stop_self(1); });
+    });
+  } else {
+    if (Status s = file_leader->WaitForLeadership(); !s.ok()) return fail(s);
+    if (Status s = lead(); !s.ok()) return fail(s);
+  }
+
+  daemon.WaitAndShutdown(std::chrono::seconds(1), [&] {
+    if (elector) elector->Stop();
+    if (leading.joinable()) leading.join();
+    reconciler.Stop();
+  });
+  if (elector && exit_code == 0) {
+    if (Status s = elector->Release(); !s.ok()) {
+      log::Warn("could not release the lease", {{"error", s.ToString()}});
     }
   }
-
-  int code = daemon.WaitAndShutdown(std::chrono::seconds(1));
-  reconciler.Stop();
-  return code;
+  events.reset();  // posts what is queued
+  return exit_code;
 }
 
 }  // namespace

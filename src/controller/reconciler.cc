@@ -268,6 +268,10 @@ StatusOr<bool> ExportReconciler::WriteOutcome(const store::Object& obj, const ap
     auto parsed = api::ConditionsFromJson(obj.status["conditions"]);
     if (parsed.ok()) conds = std::move(parsed).value();
   }
+  bool transition = true;
+  for (const auto& c : conds) {
+    if (c.type == cond.type) transition = c.status != cond.status || c.reason != cond.reason;
+  }
   bool changed = api::SetCondition(conds, cond, FormatRfc3339(clock_.Now()));
   nlohmann::json status = obj.status.is_object() ? obj.status : nlohmann::json::object();
   if (info) {
@@ -285,6 +289,11 @@ StatusOr<bool> ExportReconciler::WriteOutcome(const store::Object& obj, const ap
   store::Object next = obj;
   next.status = std::move(status);
   ASSIGN_OR_RETURN(store::Object written, store_.UpdateStatus(next));
+  if (transition && options_.events != nullptr) {
+    options_.events->Record({std::string(api::kGroup) + "/" + api::kVersion, api::kKindVolume,
+                             written.name, written.uid, written.resource_version},
+                            cond.status != "True", cond.reason, cond.message);
+  }
   std::lock_guard<std::mutex> lock(mu_);
   own_writes_[kVolPrefix + obj.name] = written.resource_version;
   return true;

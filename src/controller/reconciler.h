@@ -19,6 +19,7 @@
 #include "common/clock.h"
 #include "controller/agent_client.h"
 #include "controller/desired.h"
+#include "kube/events.h"
 #include "store/cache.h"
 #include "store/store.h"
 
@@ -32,6 +33,9 @@ struct ReconcilerOptions {
   std::chrono::milliseconds backoff_base{500};
   std::chrono::milliseconds backoff_max{std::chrono::seconds(30)};
   std::chrono::milliseconds epoch_poll_interval{std::chrono::seconds(5)};
+  // Told of every ExportReconciled transition (status or reason changed),
+  // after it is written; none when null.
+  kube::EventSink* events = nullptr;
 };
 
 struct ReconcileOutcome {

@@ -284,7 +284,11 @@ int Run(int argc, char** argv) {
   std::string store_path = "/var/lib/pillar-csi/controller/store.db";
   bool json_out = false;
   AgentTlsConfig tls;
-  app.add_option("--store", store_path, "the controller's store: sqlite:PATH or PATH");
+  std::string kubeconfig;
+  app.add_option("--store", store_path,
+                 "the controller's store: sqlite:PATH, PATH, kube (in-cluster) or kube:KUBECONFIG");
+  app.add_option("--kubeconfig", kubeconfig, "the Kubernetes store of this kubeconfig")
+      ->excludes("--store");
   app.add_flag("-j,--json", json_out, "JSON output");
   app.add_option("--agent-tls-cert", tls.files.cert, "client certificate for agents (drift)");
   app.add_option("--agent-tls-key", tls.files.key, "client key for agents (drift)");
@@ -322,6 +326,7 @@ int Run(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   if (crds->parsed()) return PrintCrds(crd_dir);
+  if (!kubeconfig.empty()) store_path = "kube:" + kubeconfig;
   auto where = store::ParseStoreUri(store_path);
   if (!where.ok()) return Fail(where.status());
   // pillarctl never creates a store: a missing SQLite file is an error.

@@ -144,4 +144,24 @@ void LeaseElector::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+Status LeaseElector::Release() {
+  if (!leader_) return Status::Ok();
+  auto got = rest_.Call("GET", Path());
+  if (!got.ok()) return got.status().Annotate("release lease " + options_.name);
+  json lease = *got;
+  if (!lease["spec"].is_object() ||
+      lease["spec"].value("holderIdentity", "") != options_.identity) {
+    leader_ = false;
+    return Status::Ok();  // someone else holds it already
+  }
+  lease["spec"]["holderIdentity"] = "";
+  lease["spec"]["renewTime"] = Now();
+  auto written = rest_.Call("PUT", Path(), lease);  // a CAS: resourceVersion is in the body
+  leader_ = false;
+  if (!written.ok()) return written.status().Annotate("release lease " + options_.name);
+  log::Info("leader election: released the lease",
+            {{"lease", options_.name}, {"identity", options_.identity}});
+  return Status::Ok();
+}
+
 }  // namespace pillar::kube

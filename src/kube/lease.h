@@ -47,6 +47,10 @@ class LeaseElector {
   // fails to renew within the renew deadline.
   void Run(std::function<void()> on_lost);
   void Stop();
+  // Gives the Lease up (holderIdentity cleared) if this candidate holds it,
+  // so another takes over at once instead of after a lease duration. For a
+  // clean shutdown; call after Stop().
+  Status Release();
 
   bool IsLeader() const { return leader_; }
   // The holder last seen in the Lease (this candidate or another).

@@ -1,5 +1,6 @@
 #include "store/open.h"
 
+#include "store/kube/kube_store.h"
 #include "store/sqlite/sqlite_store.h"
 
 namespace pillar::store {
@@ -27,7 +28,8 @@ StatusOr<StoreUri> ParseStoreUri(const std::string& uri) {
 
 StatusOr<std::unique_ptr<Store>> OpenStore(const StoreUri& where) {
   if (where.backend == StoreUri::Backend::kKube) {
-    return Unimplemented("the Kubernetes API server store backend is not built yet; use sqlite");
+    ASSIGN_OR_RETURN(auto kube, KubeStore::Open(where.path));
+    return std::unique_ptr<Store>(std::move(kube));
   }
   ASSIGN_OR_RETURN(auto sqlite, SqliteStore::Open({where.path}));
   return std::unique_ptr<Store>(std::move(sqlite));

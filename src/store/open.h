@@ -1,7 +1,7 @@
 // The one way the daemons and pillarctl open the store: a URI names the
 // backend. "sqlite:/var/lib/pillar-csi/controller/store.db" or a plain path
 // is the embedded SQLite store; "kube" (in-cluster) or "kube:<kubeconfig>" is
-// the Kubernetes API server (its backend is not built yet: UNIMPLEMENTED).
+// the Kubernetes API server (store/kube).
 #pragma once
 
 #include <memory>

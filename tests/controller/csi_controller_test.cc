@@ -219,6 +219,47 @@ TEST_F(CsiControllerTest, CreateVolumeRecordsTheExportSpecAndAnswersOnlyOnceExpo
             grpc::StatusCode::ALREADY_EXISTS);
 }
 
+// The Kubernetes store writes an object and its status in two requests; a
+// create cut off between them leaves a record without status. The retry of
+// the same request completes it; a record that was ever reconciled but has
+// no exportSpec (created before 0.2.0) is never filled in.
+TEST_F(CsiControllerTest, CreateRetryCompletesARecordWhoseStatusWasNeverWritten) {
+  csi::v1::CreateVolumeRequest req;
+  req.set_name("pvc-cut");
+  req.mutable_capacity_range()->set_required_bytes(kGiB);
+  *req.add_volume_capabilities() = Capability();
+  (*req.mutable_parameters())["agent"] = kAgentRef;
+  (*req.mutable_parameters())["pool"] = "tank";
+  (*req.mutable_parameters())["protocol"] = "nvmeof-tcp";
+  (*req.mutable_parameters())["acl"] = "false";
+  csi::v1::CreateVolumeResponse resp;
+  // What the first request of a cut-off create wrote: the spec alone (taken
+  // from a whole create of another name).
+  req.set_name("pvc-whole");
+  ASSERT_TRUE(csi_->CreateVolume(nullptr, &req, &resp).ok());
+  store::Object cut;
+  cut.kind = api::kKindVolume;
+  cut.name = "pvc-cut";
+  cut.spec = Get(api::kKindVolume, "pvc-whole").spec;
+  cut.spec["volumeID"] = "pvc-cut";
+  cut.spec["agentVolumeID"] = "tank/pvc-cut";
+  ASSERT_TRUE(store().Create(cut).ok());
+  req.set_name("pvc-cut");
+
+  grpc::Status s = csi_->CreateVolume(nullptr, &req, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  auto v = Volume("pvc-cut");
+  ASSERT_TRUE(v.status.export_spec.has_value());
+  EXPECT_FALSE(v.status.export_spec->acl_enabled) << "from the request, as first recorded";
+  EXPECT_EQ(v.status.export_spec->bind_address, kAgentAddress);
+  EXPECT_EQ(Condition("pvc-cut"), "True/Reconciled");
+
+  // A pre-0.2.0 record: reconciled once, no exportSpec. Never completed here.
+  EditStatus(api::kKindVolume, "pvc-cut", [](nlohmann::json& st) { st.erase("exportSpec"); });
+  EXPECT_FALSE(csi_->CreateVolume(nullptr, &req, &resp).ok());
+  EXPECT_FALSE(Volume("pvc-cut").status.export_spec.has_value());
+}
+
 TEST_F(CsiControllerTest, DeleteVolumeRefusesWhilePublishedThenUnexportsAndDeletes) {
   PublishedVolume("pvc-1", {"node-a"});
   csi::v1::DeleteVolumeRequest del;

@@ -185,6 +185,50 @@ TEST_F(ReconcilerTest, AgentErrorsMapToTheirReasons) {
   EXPECT_EQ(agent_->Calls(AgentCall::kApplyExport), 4) << "a failed observe applies nothing";
 }
 
+// A user sees every ExportReconciled transition as an Event (status or
+// reason changed), after it is written, and nothing for a pass that changes
+// neither (a new message alone is no transition).
+class RecordingSink : public kube::EventSink {
+ public:
+  void Record(const kube::ObjectRef& about, bool warning, const std::string& reason,
+              const std::string& message) override {
+    seen.push_back((warning ? "Warning/" : "Normal/") + reason);
+    refs.push_back(about);
+    messages.push_back(message);
+  }
+  std::vector<std::string> seen;
+  std::vector<kube::ObjectRef> refs;
+  std::vector<std::string> messages;
+};
+
+TEST_F(ReconcilerTest, EveryExportReconciledTransitionIsOneEvent) {
+  RecordingSink sink;
+  options_.events = &sink;
+  CreateVolume(Spec("pvc-1"), Intent(false));
+  Reconcile("pvc-1");
+  Reconcile("pvc-1");  // converged: no write, no event
+  ASSERT_THAT(sink.seen, ElementsAre("Normal/Reconciled"));
+  EXPECT_EQ(sink.refs[0].kind, api::kKindVolume);
+  EXPECT_EQ(sink.refs[0].name, "pvc-1");
+  EXPECT_EQ(sink.refs[0].uid, Uid("pvc-1"));
+  EXPECT_EQ(sink.refs[0].api_version, "pillar-csi.bhyoo.com/v1alpha1");
+  EXPECT_EQ(sink.refs[0].resource_version, Get(api::kKindVolume, "pvc-1").resource_version)
+      << "the version the transition was written at";
+
+  agent_->FailWith(AgentCall::kGetExport, Unavailable("connection refused"));
+  Reconcile("pvc-1");
+  agent_->FailWith(AgentCall::kGetExport, Unavailable("no route to host"));
+  Reconcile("pvc-1");  // same status and reason, another message: written, no event
+  EXPECT_THAT(ConditionMessage("pvc-1"), HasSubstr("no route to host"));
+  agent_->FailWith(AgentCall::kGetExport, Internal("cannot read configfs"));
+  Reconcile("pvc-1");  // False -> False, another reason: a transition
+  agent_->ClearFailure(AgentCall::kGetExport);
+  Reconcile("pvc-1");
+  EXPECT_THAT(sink.seen, ElementsAre("Normal/Reconciled", "Warning/AgentUnavailable",
+                                     "Warning/ReconcileFailed", "Normal/Reconciled"));
+  EXPECT_THAT(sink.messages[1], HasSubstr("connection refused"));
+}
+
 TEST_F(ReconcilerTest, RealFencingRefusalIsStaleGeneration) {
   RegisterNode("node-a");
   CreateVolume(Spec("pvc-1"), Intent(true, {"node-a"}, 5));

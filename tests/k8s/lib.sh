@@ -28,6 +28,8 @@
 # Logs: <workdir>/logs/*.log; on a failure the last 40 lines of each are printed.
 #
 # Knobs: K8S_BIN (use these binaries; otherwise build-tools.sh is run),
+# K8S_APISERVER_ARGS (more kube-apiserver flags, split on spaces, e.g.
+# --watch-cache=false so watches read etcd and see its compaction),
 # K8S_READY_TIMEOUT (seconds, default 120), K8S_SERVICE_CIDR (default
 # 127.0.100.0/24: bookkeeping only, nothing routes to it), PILLAR_K8S_TOOLS_CACHE.
 
@@ -364,7 +366,8 @@ k8s_up() {
     --api-audiences="$server" \
     --service-cluster-ip-range="${K8S_SERVICE_CIDR:-127.0.100.0/24}" \
     --endpoint-reconciler-type=none \
-    --profiling=false
+    --profiling=false \
+    ${K8S_APISERVER_ARGS:-}
   _k8s_wait_url "$w" kube-apiserver "$server/readyz" "${K8S_READY_TIMEOUT:-120}" '^ok$' etcd kube-apiserver ||
     { _k8s_fail "$w" "kube-apiserver did not become ready"; return 1; }
   local api_s

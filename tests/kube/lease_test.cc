@@ -72,6 +72,23 @@ LeaseOptions Options(const std::string& identity) {
   return o;
 }
 
+TEST(LeaseElectorTest, ReleaseHandsTheLeaseOverAtOnceAndOnlyByItsHolder) {
+  FakeLeaseServer server;
+  ManualClock clock_a, clock_b;
+  LeaseElector a(server, clock_a, Options("controller-a"));
+  LeaseElector b(server, clock_b, Options("controller-b"));
+  ASSERT_TRUE(a.TryAcquireOrRenew());
+  EXPECT_FALSE(b.TryAcquireOrRenew());
+  EXPECT_TRUE(b.Release().ok()) << "not the holder: nothing to give up";
+  EXPECT_EQ(server.Holder(), "controller-a");
+
+  ASSERT_TRUE(a.Release().ok());
+  EXPECT_FALSE(a.IsLeader());
+  EXPECT_EQ(server.Holder(), "");
+  EXPECT_TRUE(b.TryAcquireOrRenew()) << "a released lease is taken without waiting";
+  EXPECT_EQ(server.Holder(), "controller-b");
+}
+
 TEST(LeaseElectorTest, OneLeaderAtATimeAndTakeoverOnlyAfterAFullSilentDuration) {
   FakeLeaseServer server;
   ManualClock clock_a, clock_b;

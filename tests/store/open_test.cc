@@ -28,7 +28,7 @@ TEST(OpenStoreTest, UrisNameTheBackend) {
   }
 }
 
-TEST(OpenStoreTest, OpensSqliteAndSaysTheKubeBackendIsNotBuilt) {
+TEST(OpenStoreTest, OpensSqliteAndTheKubeBackendNeedsItsConfig) {
   testing::TempDir dir;
   auto st = OpenStore("sqlite:" + dir.Sub("s.db"));
   ASSERT_TRUE(st.ok()) << st.status().ToString();
@@ -39,7 +39,11 @@ TEST(OpenStoreTest, OpensSqliteAndSaysTheKubeBackendIsNotBuilt) {
   auto again = OpenStore(dir.Sub("s.db"));
   ASSERT_TRUE(again.ok());
   EXPECT_TRUE((*again)->Get("PillarNode", "node-a").ok()) << "a plain path opens the same file";
-  EXPECT_EQ(OpenStore("kube").status().code(), Code::kUnimplemented);
+  // Not in a pod, and a kubeconfig that is not there: said, not guessed.
+  ::unsetenv("KUBERNETES_SERVICE_HOST");
+  EXPECT_EQ(OpenStore("kube").status().code(), Code::kFailedPrecondition);
+  auto missing = OpenStore("kube:" + dir.Sub("no-such-kubeconfig"));
+  EXPECT_EQ(missing.status().code(), Code::kNotFound) << missing.status().ToString();
 }
 
 }  // namespace

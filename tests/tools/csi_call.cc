@@ -58,7 +58,8 @@ const char* CodeName(int code) {
 }
 
 void Usage() {
-  std::cerr << "usage: csi-call --endpoint unix:///path|HOST:PORT [--timeout S] METHOD 'JSON'\n"
+  std::cerr << "usage: csi-call --endpoint unix:///path|HOST:PORT [--timeout S]\n"
+               "                [--metadata KEY=VALUE]... METHOD 'JSON'\n"
                "       csi-call --list\n"
                "METHOD: a method name of csi.v1.Identity/Controller/Node or\n"
                "pillar.registry.v1.NodeRegistry, optionally as Service/Method.\n";
@@ -91,6 +92,7 @@ int main(int argc, char** argv) {
   std::string endpoint;
   int timeout_s = 120;
   std::vector<std::string> rest;
+  std::vector<std::pair<std::string, std::string>> metadata;  // e.g. authorization=Bearer ...
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--endpoint" && i + 1 < argc) {
@@ -101,6 +103,14 @@ int main(int argc, char** argv) {
       endpoint = a.substr(11);
     } else if (a.rfind("--timeout=", 0) == 0) {
       timeout_s = std::atoi(a.c_str() + 10);
+    } else if (a == "--metadata" && i + 1 < argc) {
+      std::string kv = argv[++i];
+      size_t eq = kv.find('=');
+      if (eq == std::string::npos || eq == 0) {
+        std::cerr << "csi-call: --metadata wants KEY=VALUE, got \"" << kv << "\"\n";
+        return 64;
+      }
+      metadata.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
     } else if (a == "--list") {
       const pb::DescriptorPool* pool = pb::DescriptorPool::generated_pool();
       for (const char* s : kServices) {
@@ -154,6 +164,7 @@ int main(int argc, char** argv) {
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(timeout_s));
   ctx.set_wait_for_ready(false);
+  for (const auto& [key, value] : metadata) ctx.AddMetadata(key, value);
   grpc::Slice slice(wire);
   grpc::ByteBuffer request_buf(&slice, 1);
   grpc::ByteBuffer response_buf;
