@@ -16,4 +16,11 @@ std::string FormatRfc3339(std::chrono::system_clock::time_point t) {
   return buf;
 }
 
+std::optional<std::chrono::system_clock::time_point> ParseRfc3339(const std::string& s) {
+  std::tm tm{};
+  const char* end = strptime(s.c_str(), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  if (end == nullptr || *end != '\0') return std::nullopt;
+  return std::chrono::system_clock::from_time_t(timegm(&tm));
+}
+
 }  // namespace pillar

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <string>
 
 namespace pillar {
@@ -25,5 +26,8 @@ class SystemClock : public Clock {
 
 // RFC 3339 UTC with second precision, as Kubernetes writes timestamps.
 std::string FormatRfc3339(std::chrono::system_clock::time_point t);
+// "YYYY-MM-DDTHH:MM:SSZ" (what FormatRfc3339 writes and Kubernetes stores);
+// nullopt for anything else.
+std::optional<std::chrono::system_clock::time_point> ParseRfc3339(const std::string& s);
 
 }  // namespace pillar

@@ -322,7 +322,11 @@ StatusOr<ReconcileOutcome> ExportReconciler::Reconcile(const std::string& volume
     if (!obj.ok()) return obj.status();
     ReconcileOutcome out;
     std::optional<api::ExportInfo> info;
-    if (!Converge(*obj, seen, out, info)) return out;  // DeleteVolume owns it
+    if (!Converge(*obj, seen, out, info)) {
+      // DeleteVolume owns it, or its create has not written its status yet.
+      if (out.create_pending) EnqueueKey(kVolPrefix + volume, options_.create_grace);
+      return out;
+    }
     auto written = WriteOutcome(*obj, out.condition, info);
     if (!written.ok() && written.status().code() == Code::kAborted) continue;  // CAS lost
     RETURN_IF_ERROR(written.status());
@@ -343,6 +347,14 @@ bool ExportReconciler::Converge(const store::Object& obj, const SeenExport& seen
   }
   const api::VolumeState& v = *loaded;
   if (v.meta.deletion_timestamp || v.status.deleting) return false;
+  if (obj.status.empty()) {
+    auto created = ParseRfc3339(obj.creation_timestamp);
+    auto age = created ? clock_.Now() - *created : std::chrono::system_clock::duration::max();
+    if (age < options_.create_grace && age > -options_.create_grace) {
+      out.create_pending = true;
+      return false;
+    }
+  }
   auto fail = [&](const char* reason, const std::string& message) {
     out.condition = MakeCondition(false, reason, message, v.meta.generation);
     return true;

@@ -33,6 +33,10 @@ struct ReconcilerOptions {
   std::chrono::milliseconds backoff_base{500};
   std::chrono::milliseconds backoff_max{std::chrono::seconds(30)};
   std::chrono::milliseconds epoch_poll_interval{std::chrono::seconds(5)};
+  // A volume record with no status at all is a create still in flight (the
+  // Kubernetes store writes an object and its status in two requests): it is
+  // left alone this long after its creationTimestamp, then judged as it is.
+  std::chrono::milliseconds create_grace{std::chrono::seconds(10)};
   // Told of every ExportReconciled transition (status or reason changed),
   // after it is written; none when null.
   kube::EventSink* events = nullptr;
@@ -44,6 +48,7 @@ struct ReconcileOutcome {
   std::vector<std::string> changes;  // what the agent changed
   std::optional<pillar::agent::v1::Export> actual;
   bool status_written = false;  // the condition or exportInfo changed and was written
+  bool create_pending = false;  // a create in flight: nothing done, looked at again later
 };
 
 struct ResyncStats {
@@ -98,7 +103,8 @@ class ExportReconciler {
   StatusOr<ReconcileOutcome> Reconcile(const std::string& volume, const SeenExport& seen,
                                        bool fresh);
   // Observe, decide, apply and verify; fills out.condition (and `info` when
-  // reconciled). False when the volume is being deleted: nothing to record.
+  // reconciled). False when the volume is being deleted or its create is in
+  // flight (out.create_pending): nothing to record.
   bool Converge(const store::Object& obj, const SeenExport& seen, ReconcileOutcome& out,
                 std::optional<api::ExportInfo>& info);
   // The agent's export of the volume; nullopt when it has none.

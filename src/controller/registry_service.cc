@@ -81,13 +81,7 @@ StatusOr<std::pair<bool, std::string>> RegisterNodeIdentity(store::Store& store,
     if (same_identity) {
       bool fresh = false;
       auto seen = existing->spec.value("lastSeen", "");
-      if (!seen.empty()) {
-        std::tm tm{};
-        if (strptime(seen.c_str(), "%Y-%m-%dT%H:%M:%SZ", &tm) != nullptr) {
-          auto t = std::chrono::system_clock::from_time_t(timegm(&tm));
-          fresh = now - t < kLastSeenRefresh;
-        }
-      }
+      if (auto t = ParseRfc3339(seen)) fresh = now - *t < kLastSeenRefresh;
       if (fresh) return std::make_pair(false, existing->resource_version);
     }
     store::Object next = *existing;

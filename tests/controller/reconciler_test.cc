@@ -229,6 +229,34 @@ TEST_F(ReconcilerTest, EveryExportReconciledTransitionIsOneEvent) {
   EXPECT_THAT(sink.messages[1], HasSubstr("connection refused"));
 }
 
+// The Kubernetes store writes a record and its status in two requests; in
+// between the record has no status at all. The reconciler leaves such a
+// record alone for a grace period (writing ExportSpecMissing there would make
+// the create's own status write lose its compare-and-swap), and after it
+// judges the record as it is.
+TEST_F(ReconcilerTest, ARecordWithoutStatusIsACreateInFlightUntilItsGraceEnds) {
+  store::Object o;
+  o.kind = api::kKindVolume;
+  o.name = "pvc-1";
+  o.spec = api::ToJson(Spec("pvc-1"));
+  ASSERT_TRUE(store().Create(o).ok());
+  const std::string version = Get(api::kKindVolume, "pvc-1").resource_version;
+
+  options_.create_grace = std::chrono::hours(1);
+  auto out = Reconcile("pvc-1");
+  EXPECT_TRUE(out.create_pending);
+  EXPECT_FALSE(out.status_written);
+  EXPECT_EQ(Get(api::kKindVolume, "pvc-1").resource_version, version) << "nothing written";
+  EXPECT_EQ(agent_->TotalCalls(), 0);
+
+  reconciler_.reset();
+  options_.create_grace = milliseconds(0);
+  out = Reconcile("pvc-1");
+  EXPECT_FALSE(out.create_pending);
+  EXPECT_EQ(Condition("pvc-1"), "False/ExportSpecMissing");
+  EXPECT_EQ(agent_->Calls(AgentCall::kApplyExport), 0) << "and still nothing guessed";
+}
+
 TEST_F(ReconcilerTest, RealFencingRefusalIsStaleGeneration) {
   RegisterNode("node-a");
   CreateVolume(Spec("pvc-1"), Intent(true, {"node-a"}, 5));
