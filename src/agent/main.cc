@@ -4,9 +4,11 @@
 #include <CLI/CLI.hpp>
 
 #include "agent/agent_daemon.h"
+#include "common/version.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"pillar-agent: storage-node agent"};
+  app.set_version_flag("--version", "pillar-agent " PILLAR_VERSION);
   pillar::agent::AgentDaemonOptions options;
   pillar::agent::AddAgentFlags(app, options);
   CLI11_PARSE(app, argc, argv);

@@ -17,6 +17,7 @@
 #include "common/grpc_tls.h"
 #include "common/log.h"
 #include "common/validate.h"
+#include "common/version.h"
 #include "controller/agent_client.h"
 #include "controller/csi_controller.h"
 #include "controller/leader.h"
@@ -107,6 +108,7 @@ std::string DefaultIdentity() {
 
 int Run(int argc, char** argv) {
   CLI::App app{"pillar-controller: CSI controller, node registry and export reconciler"};
+  app.set_version_flag("--version", "pillar-controller " PILLAR_VERSION);
   std::string csi_endpoint = "unix:///var/lib/pillar-csi/controller/csi.sock";
   std::string registry_listen = "0.0.0.0:9600";
   TlsFiles registry_tls;

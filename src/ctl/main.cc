@@ -13,6 +13,7 @@
 #include "common/clock.h"
 #include "common/protocol_proto.h"
 #include "common/validate.h"
+#include "common/version.h"
 #include "controller/agent_client.h"
 #include "controller/desired.h"
 #include "store/open.h"
@@ -280,6 +281,7 @@ int PrintCrds(const std::string& dir) {
 
 int Run(int argc, char** argv) {
   CLI::App app{"pillarctl: inspect and repair pillar's recorded intent"};
+  app.set_version_flag("--version", "pillarctl " PILLAR_VERSION);
   app.require_subcommand(1);
   std::string store_path = "/var/lib/pillar-csi/controller/store.db";
   bool json_out = false;

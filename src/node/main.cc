@@ -15,6 +15,7 @@
 #include "common/grpc_tls.h"
 #include "common/log.h"
 #include "common/validate.h"
+#include "common/version.h"
 #include "node/attach/iscsi.h"
 #include "node/attach/nvme.h"
 #include "node/csi_node.h"
@@ -80,6 +81,7 @@ std::string DefaultNodeId() {
 
 int Run(int argc, char** argv) {
   CLI::App app{"pillar-node: CSI node plugin (NVMe-oF/TCP, iSCSI, NFS)"};
+  app.set_version_flag("--version", "pillar-node " PILLAR_VERSION);
   std::string csi_endpoint = "unix:///var/lib/kubelet/plugins/pillar-csi.bhyoo.com/csi.sock";
   IdentityOptions id_opts;
   std::string registry_address;
