@@ -8,6 +8,7 @@
 #include <mutex>
 #include <vector>
 
+#include "kube/manual_clock.h"
 #include "store/kube/crd_install.h"
 
 namespace pillar::kube {
@@ -32,17 +33,7 @@ class RecordingServer : public Rest {
   bool refuse = false;
 };
 
-class ManualClock : public Clock {
- public:
-  std::chrono::system_clock::time_point Now() override {
-    return std::chrono::system_clock::time_point{} + std::chrono::hours(24 * 365 * 56) + elapsed;
-  }
-  std::chrono::steady_clock::time_point SteadyNow() override {
-    return std::chrono::steady_clock::time_point{} + elapsed;
-  }
-  void SleepFor(std::chrono::milliseconds d) override { elapsed += d; }
-  std::chrono::milliseconds elapsed{1000};
-};
+using testing::ManualClock;
 
 ObjectRef Volume(const std::string& name) {
   return {"pillar-csi.bhyoo.com/v1alpha1", "PillarVolumeState", name, "uid-" + name, "42"};

@@ -6,6 +6,7 @@
 
 #include <map>
 
+#include "kube/manual_clock.h"
 #include "kube/token_review.h"
 
 namespace pillar::kube {
@@ -51,17 +52,7 @@ class FakeLeaseServer : public Rest {
   bool down = false;
 };
 
-class ManualClock : public Clock {
- public:
-  std::chrono::system_clock::time_point Now() override {
-    return std::chrono::system_clock::time_point{} + std::chrono::hours(24 * 365 * 56) + elapsed;
-  }
-  std::chrono::steady_clock::time_point SteadyNow() override {
-    return std::chrono::steady_clock::time_point{} + elapsed;
-  }
-  void SleepFor(std::chrono::milliseconds d) override { elapsed += d; }
-  std::chrono::milliseconds elapsed{1000};
-};
+using testing::ManualClock;
 
 LeaseOptions Options(const std::string& identity) {
   LeaseOptions o;

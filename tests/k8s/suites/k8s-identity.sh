@@ -20,27 +20,12 @@ source "$here/lib.sh"
 # shellcheck source=../pillar.sh
 source "$here/pillar.sh"
 
-passed=0 failed=0
-ok() { passed=$((passed + 1)); echo "ok   - $1"; }
-fail() { failed=$((failed + 1)); echo "FAIL - $1${2:+: $2}"; }
-finish() {
-  if ((failed > 0)); then
-    for f in "$W"/logs/controller-a.log; do
-      [[ -s $f ]] && { echo "---- $(basename "$f") (last 25 lines)"; tail -25 "$f"; }
-    done
-  fi
-  pillar_down "$W"
-  k8s_down "$W"
-  ((failed > 0)) || rm -rf "$W"
-  echo "k8s-identity: $passed passed, $failed failed"
-  ((failed == 0))
-  exit
-}
-W=$(mktemp -d "${TMPDIR:-/tmp}/pillar-k8s-identity.XXXXXX")
+# shellcheck source=../suite.sh
+source "$here/suite.sh"
+suite_begin k8s-identity controller-a.log
 
 k8s_tools || { fail "tools"; finish; }
 k8s_up "$W" || { fail "k8s_up"; finish; }
-kubectl() { "$K8S_BIN/kubectl" --kubeconfig "$K8S_KUBECONFIG" "$@"; }
 
 kubectl create namespace pillar >/dev/null
 kubectl -n pillar create serviceaccount pillar-node >/dev/null

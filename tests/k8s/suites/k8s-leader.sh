@@ -17,27 +17,12 @@ source "$here/lib.sh"
 # shellcheck source=../pillar.sh
 source "$here/pillar.sh"
 
-passed=0 failed=0
-ok() { passed=$((passed + 1)); echo "ok   - $1"; }
-fail() { failed=$((failed + 1)); echo "FAIL - $1${2:+: $2}"; }
-finish() {
-  if ((failed > 0)); then
-    for f in "$W"/logs/controller-*.log "$W"/logs/pillar-agent.log; do
-      [[ -s $f ]] && { echo "---- $(basename "$f") (last 25 lines)"; tail -25 "$f"; }
-    done
-  fi
-  pillar_down "$W"
-  k8s_down "$W"
-  ((failed > 0)) || rm -rf "$W"
-  echo "k8s-leader: $passed passed, $failed failed"
-  ((failed == 0))
-  exit
-}
-W=$(mktemp -d "${TMPDIR:-/tmp}/pillar-k8s-leader.XXXXXX")
+# shellcheck source=../suite.sh
+source "$here/suite.sh"
+suite_begin k8s-leader "controller-*.log" pillar-agent.log
 
 k8s_tools || { fail "tools"; finish; }
 k8s_up "$W" || { fail "k8s_up"; finish; }
-kubectl() { "$K8S_BIN/kubectl" --kubeconfig "$K8S_KUBECONFIG" "$@"; }
 
 # Fast timings so the test is short; the defaults are 15/10/2 s.
 LEASE=(--leader-election-lease-duration 6 --leader-election-renew-deadline 4
@@ -51,22 +36,6 @@ condition() {
   kubectl get pvst "$1" -o jsonpath='{.status.conditions[?(@.type=="ExportReconciled")].status}/{.status.conditions[?(@.type=="ExportReconciled")].reason}' 2>/dev/null
 }
 is() { [[ $(condition "$1") == "$2" ]]; }
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
-since() { # T0_MS: seconds since, one decimal
-  local d=$(($(now_ms) - $1))
-  printf '%d.%d\n' $((d / 1000)) $((d % 1000 / 100))
-}
-# wait_for SECONDS CMD...: until CMD succeeds; prints the seconds it took (0.1 s steps).
-wait_for() {
-  local limit=$1 t0
-  shift
-  t0=$(now_ms)
-  until "$@" >/dev/null 2>&1; do
-    (($(now_ms) - t0 > limit * 1000)) && return 1
-    sleep 0.1
-  done
-  since "$t0"
-}
 create_volume() { # CONTROLLER NAME
   pillar_csi "$W" "$1" CreateVolume '{"name":"'"$2"'","capacityRange":{"requiredBytes":"16777216"},
     "volumeCapabilities":[{"mount":{"fsType":"ext4"},"accessMode":{"mode":"SINGLE_NODE_WRITER"}}],

@@ -22,21 +22,9 @@ source "$here/lib.sh"
 # shellcheck source=../pillar.sh
 source "$here/pillar.sh"
 
-passed=0 failed=0
-ok() { passed=$((passed + 1)); echo "ok   - $1"; }
-fail() { failed=$((failed + 1)); echo "FAIL - $1${2:+: $2}"; }
-finish() {
-  if ((failed > 0)); then
-    for f in "$W"/logs/controller-a.log "$W"/logs/pillar-agent.log; do
-      [[ -s $f ]] && { echo "---- $(basename "$f") (last 25 lines)"; tail -25 "$f"; }
-    done
-  fi
-  pillar_down "$W"
-  echo "k8s-runbook: $passed passed, $failed failed"
-  ((failed == 0))
-  exit
-}
-W=$(mktemp -d "${TMPDIR:-/tmp}/pillar-k8s-runbook.XXXXXX")
+# shellcheck source=../suite.sh
+source "$here/suite.sh"
+suite_begin k8s-runbook controller-a.log pillar-agent.log
 command -v jq >/dev/null || { fail "jq is installed (scripts/install-deps.sh)"; finish; }
 
 k8s_tools || { fail "tools"; finish; }
@@ -53,16 +41,6 @@ pillar_start_controller "$W" controller-a --store "kube:$K8S_KUBECONFIG" ||
   { fail "controller on the Kubernetes store"; finish; }
 ok "controller serving on the Kubernetes store"
 
-# wait_for SECONDS CMD...: until CMD succeeds; prints the time it took.
-wait_for() {
-  local limit=$1 t0=$SECONDS
-  shift
-  until "$@" >/dev/null 2>&1; do
-    ((SECONDS - t0 > limit)) && return 1
-    sleep 0.2
-  done
-  echo "$((SECONDS - t0))"
-}
 condition() {
   kubectl get pvst "$1" -o jsonpath='{.status.conditions[?(@.type=="ExportReconciled")].status}/{.status.conditions[?(@.type=="ExportReconciled")].reason}'
 }
