@@ -3,7 +3,7 @@
 # when tracked files differ from it). Without git, or outside a work tree, it
 # is the project version alone; never an error. scripts/build.sh configures on
 # every run, so its builds carry the current commit.
-# Generates ${PILLAR_VERSION_INCLUDE_DIR}/common/version.h.
+# Generates ${PILLAR_VERSION_SOURCE} (the definitions of common/version.h).
 set(PILLAR_VERSION_STRING ${PROJECT_VERSION})
 set(PILLAR_GIT_COMMIT "")
 find_package(Git QUIET)
@@ -22,8 +22,7 @@ if(GIT_FOUND)
     endif()
   endif()
 endif()
-set(PILLAR_VERSION_INCLUDE_DIR ${CMAKE_BINARY_DIR}/gen/version)
-# configure_file rewrites the header only when its content changes.
-configure_file(${CMAKE_SOURCE_DIR}/src/common/version.h.in
-  ${PILLAR_VERSION_INCLUDE_DIR}/common/version.h @ONLY)
+set(PILLAR_VERSION_SOURCE ${CMAKE_BINARY_DIR}/gen/version/version.cc)
+# configure_file rewrites the file only when its content changes.
+configure_file(${CMAKE_SOURCE_DIR}/src/common/version.cc.in ${PILLAR_VERSION_SOURCE} @ONLY)
 message(STATUS "pillar version ${PILLAR_VERSION_STRING}")

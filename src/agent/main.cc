@@ -8,7 +8,7 @@
 
 int main(int argc, char** argv) {
   CLI::App app{"pillar-agent: storage-node agent"};
-  app.set_version_flag("--version", "pillar-agent " PILLAR_VERSION);
+  app.set_version_flag("--version", "pillar-agent " + std::string(pillar::Version()));
   pillar::agent::AgentDaemonOptions options;
   pillar::agent::AddAgentFlags(app, options);
   CLI11_PARSE(app, argc, argv);

@@ -108,7 +108,7 @@ std::string DefaultIdentity() {
 
 int Run(int argc, char** argv) {
   CLI::App app{"pillar-controller: CSI controller, node registry and export reconciler"};
-  app.set_version_flag("--version", "pillar-controller " PILLAR_VERSION);
+  app.set_version_flag("--version", "pillar-controller " + std::string(pillar::Version()));
   std::string csi_endpoint = "unix:///var/lib/pillar-csi/controller/csi.sock";
   std::string registry_listen = "0.0.0.0:9600";
   TlsFiles registry_tls;

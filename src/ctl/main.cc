@@ -281,7 +281,7 @@ int PrintCrds(const std::string& dir) {
 
 int Run(int argc, char** argv) {
   CLI::App app{"pillarctl: inspect and repair pillar's recorded intent"};
-  app.set_version_flag("--version", "pillarctl " PILLAR_VERSION);
+  app.set_version_flag("--version", "pillarctl " + std::string(pillar::Version()));
   app.require_subcommand(1);
   std::string store_path = "/var/lib/pillar-csi/controller/store.db";
   bool json_out = false;

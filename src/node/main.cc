@@ -81,7 +81,7 @@ std::string DefaultNodeId() {
 
 int Run(int argc, char** argv) {
   CLI::App app{"pillar-node: CSI node plugin (NVMe-oF/TCP, iSCSI, NFS)"};
-  app.set_version_flag("--version", "pillar-node " PILLAR_VERSION);
+  app.set_version_flag("--version", "pillar-node " + std::string(pillar::Version()));
   std::string csi_endpoint = "unix:///var/lib/kubelet/plugins/pillar-csi.bhyoo.com/csi.sock";
   IdentityOptions id_opts;
   std::string registry_address;

@@ -13,18 +13,19 @@ namespace pillar {
 namespace {
 
 TEST(VersionTest, IsTheProjectVersionPlusTheCommit) {
-  EXPECT_EQ(kProjectVersion, PILLAR_TEST_PROJECT_VERSION);
-  const std::string version(kVersion);
-  const std::string project(kProjectVersion);
+  EXPECT_EQ(ProjectVersion(), PILLAR_TEST_PROJECT_VERSION);
+  const std::string version(Version());
+  const std::string project(ProjectVersion());
+  const std::string commit(GitCommit());
   ASSERT_FALSE(version.empty());
   EXPECT_TRUE(std::regex_match(version, std::regex(R"(\d+\.\d+\.\d+(\+g[0-9a-f]{7}(\.dirty)?)?)")))
       << version;
   EXPECT_EQ(version.substr(0, project.size()), project) << version;
-  if (kGitCommit.empty()) {
+  if (commit.empty()) {
     EXPECT_EQ(version, project);
   } else {
-    EXPECT_TRUE(std::regex_match(std::string(kGitCommit), std::regex("[0-9a-f]{40,64}")));
-    EXPECT_EQ(version.substr(project.size(), 9), "+g" + std::string(kGitCommit.substr(0, 7)));
+    EXPECT_TRUE(std::regex_match(commit, std::regex("[0-9a-f]{40,64}")));
+    EXPECT_EQ(version.substr(project.size(), 9), "+g" + commit.substr(0, 7));
   }
 }
 
@@ -35,12 +36,13 @@ TEST(VersionTest, EveryBinaryPrintsNameAndVersion) {
       {"pillar-node", PILLAR_NODE_BIN},
       {"pillarctl", PILLARCTL_BIN},
   };
+  const std::string version(Version());
   SystemExec exec;
   for (const auto& [name, path] : binaries) {
     StatusOr<ExecResult> r = exec.Run({.argv = {path, "--version"}});
     ASSERT_TRUE(r.ok()) << name << ": " << r.status().ToString();
     EXPECT_EQ(r->exit_code, 0) << name << ": " << r->err;
-    EXPECT_EQ(r->out, std::string(name) + " " + std::string(kVersion) + "\n") << name;
+    EXPECT_EQ(r->out, std::string(name) + " " + version + "\n") << name;
   }
 }
 
