@@ -29,6 +29,7 @@
 # and bookworm-security), PILLAR_IMAGE_SOURCE (the source label; default: the
 # git remote "origin" without credentials, else "unknown").
 set -euo pipefail
+shopt -s inherit_errexit
 cd "$(dirname "$0")/.."
 SRC=$(pwd)
 BUILD=${PILLAR_BUILD_DIR:-build}
@@ -36,7 +37,7 @@ CACHE=${PILLAR_IMAGES_CACHE:-/var/cache/pillar-images}
 SUITE=bookworm
 # Bump to rebuild every cached root (a change in how roots are made).
 BASE_VERSION=1
-ROOT_VERSION=1
+ROOT_VERSION=2
 CONTROLLER_UID=65532
 
 COMPONENTS=(agent controller node)
@@ -112,36 +113,41 @@ tool_packages() {
   done < <(sed -e 's/#.*//' -e 's/[[:space:]]//g' -e '/^$/d' "$f")
 }
 
-# The Debian package that owns PATH (as dpkg knows it: /lib and /usr/lib are
-# one directory on a merged-/usr system).
-owner() {
-  local path="$1" real line p
-  real=$(readlink -f "$path")
-  for p in "$path" "$real" "/usr${path#/usr}" "${real#/usr}" "/usr${real#/usr}"; do
-    line=$(dpkg-query -S "$p" 2>/dev/null | grep -v '^diversion' | head -n1) || continue
-    [[ -n "$line" ]] || continue
-    line=${line%%: *}
-    line=${line%%, *}
-    printf '%s\n' "${line%%:*}"
-    return 0
-  done
-  return 1
-}
-
 # The packages of the shared libraries that BINARY... load directly (their
-# DT_NEEDED entries, resolved by the host's loader); apt adds the rest.
+# DT_NEEDED entries, resolved by the host's loader); apt adds the rest. One
+# dpkg-query for all of them; each library is looked up under its path and
+# its real path, with and without /usr (dpkg knows one of them on a
+# merged-/usr system).
 runtime_packages() {
-  local bin so path pkg
-  local -A where
+  local bin so path real line pkg c
+  local -A where owner_of
+  local -a libs=() cands=()
   for bin in "$@"; do
     where=()
     while read -r so path; do where[$so]=$path; done < <(ldd "$bin" | awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }')
     while read -r so; do
       path=${where[$so]:-}
       [[ -n "$path" ]] || die "$bin: the loader does not find $so"
-      pkg=$(owner "$path") || die "$bin: $so ($path) belongs to no Debian package"
-      printf '%s\n' "$pkg"
+      real=$(readlink -f "$path")
+      libs+=("$so $path $real")
+      cands+=("$path" "$real" "/usr${path#/usr}" "${path#/usr}" "/usr${real#/usr}" "${real#/usr}")
     done < <(readelf -d "$bin" | sed -n 's/.*(NEEDED).*\[\(.*\)\]$/\1/p')
+  done
+  # "pkg[:arch][, pkg...]: path"; paths no package owns are left out.
+  while IFS= read -r line; do
+    [[ "$line" == diversion* ]] && continue
+    pkg=${line%%: *} pkg=${pkg%%, *}
+    owner_of[${line#*: }]=${pkg%%:*}
+  done < <(dpkg-query -S "${cands[@]}" 2>/dev/null || true)
+  for line in "${libs[@]}"; do
+    read -r so path real <<<"$line"
+    pkg=""
+    for c in "$path" "$real" "/usr${path#/usr}" "${path#/usr}" "/usr${real#/usr}" "${real#/usr}"; do
+      pkg=${owner_of[$c]:-}
+      [[ -z "$pkg" ]] || break
+    done
+    [[ -n "$pkg" ]] || die "$so ($path) belongs to no Debian package"
+    printf '%s\n' "$pkg"
   done | sort -u
 }
 
@@ -170,12 +176,16 @@ build_base() {
 }
 
 # Removes what an image does not need and what belongs to the host or to the
-# moment of the build. Keeps /usr/share/doc/*/copyright and the dpkg
-# database (scanners read it).
+# moment of the build: the identities that packages generate when installed
+# (nvme-cli's hostnqn/hostid, open-iscsi's initiator name, zfs' hostid) would
+# be shared by every node running the image; they come from the host at run
+# time. Keeps /usr/share/doc/*/copyright and the dpkg database (scanners
+# read it).
 slim_root() {
   local r="${1:?}"
   [[ "$r" != / && -d "$r/var/lib/dpkg" ]] || die "slim_root: $r is not a Debian root"
   rm -f "$r/usr/sbin/policy-rc.d" "$r/etc/resolv.conf" "$r/etc/hostname" "$r/etc/hostid" \
+    "$r/etc/nvme/hostnqn" "$r/etc/nvme/hostid" "$r/etc/iscsi/initiatorname.iscsi" \
     "$r/var/cache/ldconfig/aux-cache" "$r"/var/cache/debconf/*-old "$r"/var/lib/dpkg/*-old
   : >"$r/etc/machine-id"
   find "$r/usr/share/doc" -mindepth 1 ! -type d ! -type l ! -name copyright -delete
@@ -385,7 +395,9 @@ main() {
     local -a bins=() pkgs=()
     local list
     for b in ${BINARIES[$c]}; do bins+=("$BUILD/${BUILD_PATH[$b]}"); done
-    list=$( { runtime_packages "${bins[@]}"; tool_packages "$c"; } | sort -u)
+    list=$(runtime_packages "${bins[@]}")
+    list+=$'\n'$(tool_packages "$c")
+    list=$(sort -u <<<"$list")
     mapfile -t pkgs <<<"$list"
     root=$(build_root "$c" "$base" "${pkgs[@]}")
     prune_roots "$c" "$root"

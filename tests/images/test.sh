@@ -110,11 +110,14 @@ on_path() {
 
 save_config() { skopeo inspect --config "oci:$1" >"$2"; }
 
-# no_host_files ROOT: what debootstrap copies from the build host is gone.
+# no_host_files ROOT: neither what debootstrap copies from the build host nor
+# the identities that packages generate when installed (every node would
+# share them; they come from the host at run time).
 no_host_files() {
   local f found=()
   [[ -d "$1/etc" ]] || { echo "no root at $1"; return 1; }
-  for f in etc/resolv.conf etc/hostname etc/hostid; do
+  for f in etc/resolv.conf etc/hostname etc/hostid etc/nvme/hostnqn etc/nvme/hostid \
+    etc/iscsi/initiatorname.iscsi; do
     if [[ -e "$1/$f" ]]; then found+=("/$f"); fi
   done
   ((${#found[@]} == 0)) || { echo "present: ${found[*]}"; return 1; }
@@ -203,7 +206,7 @@ test_image() {
     check "$c: revision label is \"unknown\" (no commit in the version)" test "$revision" = unknown
   fi
   check "$c: source label set" test -n "$(label "$cfg" source)"
-  check "$c: no host files in the root (resolv.conf, hostname, hostid)" \
+  check "$c: no host files or generated identities in the root (resolv.conf, hostid, hostnqn, initiatorname)" \
     no_host_files "$r"
 
   for b in ${BINARIES[$c]}; do
