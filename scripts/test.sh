@@ -11,12 +11,16 @@
 #            (tests/e2e/scenarios.sh)
 #   k8s      scripts/test-k8s.sh: a real kube-apiserver, etcd and
 #            kube-controller-manager (Go-built, cached) and the suites in
-#            tests/k8s/suites
+#            tests/k8s/suites (with the real CSI sidecars and helm, Go-built
+#            and cached too)
+#   images   tests/images/test.sh --build: the OCI image archives of
+#            scripts/build-images.sh, unpacked and run with chroot
 # Every stage ends with "NAME: N passed, M failed" (mutants: "N killed, M
 # survived"); a stage that exits non-zero without counting a failure, or
 # prints no such line, counts one failure. This script ends with the sum,
 # "test: N passed, M failed", and exits non-zero on any failure.
-# PILLAR_FUZZ=0, PILLAR_MUTANTS=0, PILLAR_E2E=0 (smoke and e2e), PILLAR_K8S=0 skip a stage
+# PILLAR_FUZZ=0, PILLAR_MUTANTS=0, PILLAR_E2E=0 (smoke and e2e), PILLAR_K8S=0,
+# PILLAR_IMAGES=0 skip a stage
 # explicitly: it is reported as skipped, never counted as passed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -197,8 +201,14 @@ else
 fi
 if [[ "${PILLAR_K8S:-1}" == 1 ]]; then
   run_stage k8s ./scripts/test-k8s.sh
+  grep -h '^figure: ' "$logs/k8s.log" | sed 's/^/k8s /' >>"$logs/figures.txt" || true
 else
   skip_stage k8s "PILLAR_K8S=0"
+fi
+if [[ "${PILLAR_IMAGES:-1}" == 1 ]]; then
+  run_stage images env PILLAR_BUILD_DIR="$build" tests/images/test.sh --build
+else
+  skip_stage images "PILLAR_IMAGES=0"
 fi
 
 if [[ -s "$logs/figures.txt" ]]; then
