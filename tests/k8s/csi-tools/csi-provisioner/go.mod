@@ -119,7 +119,7 @@ tool github.com/kubernetes-csi/external-provisioner/v6/cmd/csi-provisioner
 
 // The replace block of external-provisioner v6.4.0's own go.mod, repeated
 // because a dependency's replaces are ignored. It pins every k8s.io staging
-// module to v0.36.1, although upstream's require block (and so the one below)
+// module to v0.36.1, although upstream's require block (and so the one above)
 // names v0.37.0 for some: the replace is what upstream builds. Upstream also
 // requires k8s.io/kubernetes v1.36.3, for its tests only; tidy drops it here.
 replace (

@@ -110,5 +110,5 @@ require (
 
 tool github.com/kubernetes-csi/external-resizer/v2/cmd/csi-resizer
 
-// external-resizer v2.3.0's go.mod has no replace directives and pins its k8s.io modules in
-// require (v0.37.1), so nothing is repeated here.
+// external-resizer v2.3.0's go.mod has no replace directives; it pins its
+// k8s.io modules in require (v0.37.1), so nothing is repeated here.

@@ -130,5 +130,5 @@ require (
 
 tool helm.sh/helm/v4/cmd/helm
 
-// helm v4.3.2's go.mod has no replace directives and pins its k8s.io modules in
-// require (v0.37.2), so nothing is repeated here.
+// helm v4.3.2's go.mod has no replace directives; it pins its k8s.io
+// modules in require (v0.37.2), so nothing is repeated here.
