@@ -43,14 +43,18 @@ class FileLockLeader : public LeaderGate {
   std::atomic<bool> leader_{false};
 };
 
-// In Kubernetes: the holder of a coordination.k8s.io/v1 Lease leads.
+// In Kubernetes: the holder of a coordination.k8s.io/v1 Lease leads, from
+// the moment it is ready to (its reconciler started): until then Probe says
+// not ready and mutations are UNAVAILABLE.
 class LeaseLeader : public LeaderGate {
  public:
   explicit LeaseLeader(kube::LeaseElector& elector) : elector_(elector) {}
-  bool IsLeader() override { return elector_.IsLeader(); }
+  bool IsLeader() override { return ready_ && elector_.IsLeader(); }
+  void SetReady() { ready_ = true; }
 
  private:
   kube::LeaseElector& elector_;
+  std::atomic<bool> ready_{false};
 };
 
 }  // namespace pillar::controller

@@ -253,16 +253,21 @@ int Run(int argc, char** argv) {
   CsiController controller(*store, directory, reconciler, *gate);
   NodeRegistryService registry(*store, clock, authorizer.get());
 
-  // Leading: reconcile, then serve. A replica that does not lead serves
-  // nothing, so the CSI sidecars beside it wait on its socket and take no
-  // lease of their own; when the leader goes, this replica takes over.
+  // Two servers: the CSI services stay on the local socket, never on the
+  // registry's TCP port. On the Kubernetes store the CSI socket is served
+  // from the start, leading or not: a replica that does not lead answers
+  // Probe with ready=false and refuses mutations, so the CSI sidecars beside
+  // it wait in their probe loop (they give up on a socket that is absent for
+  // 30 s) and take no lease of their own until this replica leads. The
+  // registry and the reconciler run only on the leader.
+  auto serve_csi = [&]() -> Status {
+    return daemon.Serve({{csi_endpoint, grpc::InsecureServerCredentials()}},
+                        {&identity, &controller});
+  };
   std::atomic<int> exit_code{0};
   auto lead = [&]() -> Status {
     RETURN_IF_ERROR(reconciler.Start());
-    // Two servers: the CSI services stay on the local socket, never on the
-    // registry's TCP port.
-    RETURN_IF_ERROR(daemon.Serve({{csi_endpoint, grpc::InsecureServerCredentials()}},
-                                 {&identity, &controller}));
+    if (!on_kube) RETURN_IF_ERROR(serve_csi());
     ASSIGN_OR_RETURN(auto reg_creds, ListenerCredentials(registry_tls, registry_insecure));
     int reg_port = 0;
     RETURN_IF_ERROR(daemon.Serve({{registry_listen, reg_creds, &reg_port}}, {&registry}));
@@ -283,7 +288,8 @@ int Run(int argc, char** argv) {
 
   std::thread leading;
   if (on_kube) {
-    log::Info("waiting for leadership", {{"identity", ko.identity}});
+    if (Status s = serve_csi(); !s.ok()) return fail(s);
+    log::Info("waiting for leadership", {{"identity", ko.identity}, {"csi", csi_endpoint}});
     leading = std::thread([&] {
       if (!elector->WaitForLeadership()) return;  // stopping
       log::Info("leading", {{"identity", ko.identity}});
@@ -291,6 +297,7 @@ int Run(int argc, char** argv) {
         log::Error("controller cannot start", {{"error", s.ToString()}});
         return stop_self(2);
       }
+      lease_leader->SetReady();
       // Lost means another replica may lead now: stop at once; Kubernetes
       // restarts this one as a candidate.
       elector->Run([&] { stop_self(1); });

@@ -63,12 +63,32 @@ if ((n == 3)); then ok "the controller installed pillar's three CRDs"; else fail
 if [[ $(holder) == controller-a ]]; then ok "the Lease names controller-a"; else fail "Lease holder" "$(holder)"; fi
 
 controller controller-b
+# The real csi-attacher beside the standby, as in the chart's pod: it must
+# neither give up (it does on a socket absent for 30 s) nor take its lease.
+CSI_BIN=$("$here/build-csi-tools.sh" | tail -1) || fail "CSI sidecars built"
+attacher_t0=$SECONDS
+_k8s_start "$W" csi-attacher-b "$CSI_BIN/csi-attacher" --csi-address="$W/controller-b.sock" \
+  --kubeconfig="$K8S_KUBECONFIG" --leader-election --leader-election-namespace=default --timeout=30s
+suite_cleanup() { [[ -e $W/run/csi-attacher-b.pid ]] && _k8s_stop_one "$W/run/csi-attacher-b.pid"; }
+attacher_lease() { kubectl -n default get lease -o name 2>/dev/null | grep -c external-attacher; }
 sleep 4
-if [[ ! -e $W/controller-b.port && ! -S $W/controller-b.sock ]] && kill -0 "$(cat "$W/run/controller-b.pid")" 2>/dev/null &&
+if [[ ! -e $W/controller-b.port ]] && kill -0 "$(cat "$W/run/controller-b.pid")" 2>/dev/null &&
   grep -q "waiting for leadership" "$W/logs/controller-b.log"; then
-  ok "controller-b waits: no CSI socket, no registry while controller-a leads"
+  ok "controller-b waits: no registry, no reconciler while controller-a leads"
 else
   fail "controller-b waits" "$(tail -5 "$W/logs/controller-b.log")"
+fi
+probe=$(pillar_csi "$W" controller-b Probe '{}' 2>&1)
+if [[ $probe == *'"ready": false'* || $probe == *'"ready":false'* ]]; then
+  ok "controller-b's CSI socket answers Probe: ready=false"
+else
+  fail "standby Probe" "$probe"
+fi
+out=$(create_volume controller-b pvc-standby)
+if [[ $out == UNAVAILABLE*leader* ]] && ! kubectl get pvst pvc-standby >/dev/null 2>&1; then
+  ok "controller-b refuses CreateVolume: UNAVAILABLE, nothing recorded"
+else
+  fail "standby refuses mutations" "$out"
 fi
 if [[ $(holder) == controller-a ]]; then ok "the Lease still names controller-a"; else fail "Lease holder" "$(holder)"; fi
 
@@ -102,6 +122,14 @@ else
   fail "Event AgentUnavailable"
 fi
 
+# Past the sidecars' 30 s connect deadline: still waiting, no lease taken.
+while ((SECONDS - attacher_t0 < 35)); do sleep 1; done
+if kill -0 "$(cat "$W/run/csi-attacher-b.pid")" 2>/dev/null && (($(attacher_lease) == 0)); then
+  ok "csi-attacher beside the standby waits in its probe loop after $((SECONDS - attacher_t0)) s, no lease taken"
+else
+  fail "csi-attacher beside the standby" "$(tail -3 "$W/logs/csi-attacher-b.log")"
+fi
+
 # The leader dies while the storage node is down and loses its target state.
 rm -rf "$W/configfs"
 t0=$(now_ms)
@@ -116,6 +144,12 @@ else
   finish
 fi
 if [[ $(holder) == controller-b ]]; then ok "the Lease names controller-b"; else fail "Lease holder" "$(holder)"; fi
+has_attacher_lease() { (($(attacher_lease) > 0)); }
+if s=$(wait_for 60 has_attacher_lease) && kill -0 "$(cat "$W/run/csi-attacher-b.pid")" 2>/dev/null; then
+  ok "the same csi-attacher process went on once controller-b led, and took its lease (${s} s)"
+else
+  fail "csi-attacher after failover" "$(tail -3 "$W/logs/csi-attacher-b.log")"
+fi
 subsys=$W/configfs/nvmet/subsystems/$(kubectl get pvst pvc-l1 -o jsonpath='{.status.exportInfo.targetID}')
 if s=$(wait_for 60 is pvc-l1 True/Reconciled) && [[ -d $subsys ]]; then
   ok "the new leader rebuilt the lost export -> Reconciled (${s} s after it led)"
@@ -133,8 +167,9 @@ controller controller-c
 sleep 2
 t0=$(now_ms)
 pillar_kill "$W" controller-b TERM
-if wait_for 10 test -z "$(holder)" >/dev/null || [[ $(holder) == controller-c ]]; then
-  ok "SIGTERM released the Lease"
+released() { [[ -z $(holder) || $(holder) == controller-c ]]; }
+if s=$(wait_for 3 released); then  # well inside the 6 s lease: an unreleased one would still be held
+  ok "SIGTERM released the Lease (${s} s)"
 else
   fail "Lease released" "holder $(holder)"
 fi
