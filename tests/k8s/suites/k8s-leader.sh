@@ -121,6 +121,11 @@ if wait_for 20 has_events pvc-l1 AgentUnavailable >/dev/null &&
 else
   fail "Event AgentUnavailable"
 fi
+if kubectl describe pvst pvc-l1 2>&1 | grep -A8 '^Events:' | grep -q 'Warning.*AgentUnavailable'; then
+  ok "kubectl describe pvst pvc-l1 lists the Events"
+else
+  fail "kubectl describe shows Events" "$(kubectl describe pvst pvc-l1 2>&1 | tail -8)"
+fi
 
 # Past the sidecars' 30 s connect deadline: still waiting, no lease taken.
 while ((SECONDS - attacher_t0 < 35)); do sleep 1; done
