@@ -214,7 +214,7 @@ check "controller: agent client TLS from Secret pillar-controller-tls" \
 check "controller: registry TLS from Secret pillar-registry-tls, not insecure" \
   "$D | .spec.template.spec as \$s | (\$s.volumes[] | select(.name == \"registry-tls\") | .secret.secretName == \"pillar-registry-tls\")
     and (\$s.containers[0].args | (index(\"--registry-tls-cert=/etc/pillar-csi/registry-tls/tls.crt\") != null) and (index(\"--registry-insecure\") == null))"
-check "controller: the liveness probe is an exec probe (a standby has no socket, no port)" \
+check "controller: the liveness probe is an exec probe (a standby has no registry port and no ready file)" \
   "$D | $ctl | .livenessProbe | (.exec.command | length > 0) and (has(\"tcpSocket\") | not) and (has(\"grpc\") | not) and (has(\"httpGet\") | not)"
 check "controller: every container shares the emptyDir socket-dir at /csi" \
   "$D | .spec.template.spec as \$s | (\$s.volumes[] | select(.name == \"socket-dir\") | has(\"emptyDir\"))
@@ -731,9 +731,12 @@ else
 fi
 expect_eq "Lease $NS/pillar-csi-controller held by controller-a" controller-a "$(holder)"
 run_replica controller-b "$port_b"
+# A standby serves its CSI socket (Probe ready=false, so the sidecars beside it
+# wait), but no registry and no ready file.
 if wait_for 30 grep -q 'waiting for leadership' "$W/logs/controller-b.log" >/dev/null &&
-  sleep 1 && [[ ! -e $W/controller-b/ready && ! -e $W/controller-b/csi.sock ]]; then
-  ok "a second replica waits as a standby: no socket, no ready file"
+  sleep 1 && [[ ! -e $W/controller-b/ready && -S $W/controller-b/csi.sock ]] &&
+  [[ $("$PILLAR_CALL_BIN" --endpoint "unix://$W/controller-b/csi.sock" Probe '{}' 2>&1 | tr -d ' \n') == *'"ready":false'* ]]; then
+  ok "a second replica waits as a standby: CSI socket answers Probe ready=false, no ready file"
 else
   fail "a second replica waits as a standby" "$(tail -3 "$W/logs/controller-b.log")"
 fi

@@ -2,8 +2,10 @@
 # Two pillar-controller replicas on the Kubernetes store, against a real
 # kube-apiserver and etcd:
 #   - the first installs pillar's CRDs (none are applied beforehand)
-#   - one Lease, one leader: the other replica serves nothing (no CSI socket,
-#     no registry) and reconciles nothing while the leader lives
+#   - one Lease, one leader: the other replica answers CSI Probe with
+#     ready=false and refuses mutations, serves no registry and reconciles
+#     nothing while the leader lives; a real csi-attacher beside it waits
+#     (past its 30 s connect deadline) without taking its lease
 #   - the leader is killed (SIGKILL, as a node loss would): the other takes
 #     the Lease after the lease duration and repairs what the storage node
 #     lost meanwhile, with no restart of anything (failover time reported)
