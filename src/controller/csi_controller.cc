@@ -1,5 +1,7 @@
 #include "controller/csi_controller.h"
 
+#include <openssl/sha.h>
+
 #include "common/grpc_status.h"
 #include "common/log.h"
 #include "common/protocol_proto.h"
@@ -13,6 +15,8 @@ using csi::v1::VolumeCapability;
 namespace {
 
 constexpr int64_t kDefaultSize = 1LL << 30;
+// ListVolumes' next_token: this, then the name of the page's last volume.
+constexpr std::string_view kListToken = "after:";
 constexpr int64_t kSizeQuantum = 4LL << 20;  // LVM extent and a common zvol block multiple
 
 bool IsSingleNode(VolumeCapability::AccessMode::Mode m) {
@@ -234,10 +238,39 @@ grpc::Status CsiController::CreateVolume(grpc::ServerContext*,
   return Reply(DoCreate(*req, resp->mutable_volume()));
 }
 
+std::string VolumeIdForName(const std::string& name) {
+  if (validate::VolumeName("name", name).ok() && validate::ObjectName("name", name).ok()) {
+    return name;
+  }
+  std::string folded;
+  for (char c : name) {
+    if (folded.size() >= 40) break;
+    char l = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    bool ok = (l >= 'a' && l <= 'z') || (l >= '0' && l <= '9');
+    if (ok) {
+      folded += l;
+    } else if (!folded.empty() && folded.back() != '-') {
+      folded += '-';
+    }
+  }
+  while (!folded.empty() && folded.back() == '-') folded.pop_back();
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(name.data()), name.size(), digest);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string hash;
+  for (int i = 0; i < 8; ++i) {
+    hash += kHex[digest[i] >> 4];
+    hash += kHex[digest[i] & 15];
+  }
+  return folded.empty() ? "vol-" + hash : folded + "-" + hash;
+}
+
 StatusOr<CreatePlan> ParseCreateRequest(const csi::v1::CreateVolumeRequest& req) {
   if (req.name().empty()) return InvalidArgument("name is required");
-  RETURN_IF_ERROR(validate::VolumeName("name", req.name()));
-  RETURN_IF_ERROR(validate::ObjectName("name", req.name()));
+  if (req.name().size() > 128) {
+    return InvalidArgument("name is " + std::to_string(req.name().size()) +
+                           " bytes; CSI names are at most 128");
+  }
   if (req.volume_capabilities().empty()) {
     return InvalidArgument("volume_capabilities must name at least one capability");
   }
@@ -265,6 +298,8 @@ StatusOr<CreatePlan> ParseCreateRequest(const csi::v1::CreateVolumeRequest& req)
   }
   ASSIGN_OR_RETURN(plan.size_bytes, PickSize(req.capacity_range()));
   for (const auto& [k, v] : req.parameters()) plan.recorded_parameters[k] = v;
+  plan.volume_id = VolumeIdForName(req.name());
+  if (plan.volume_id != req.name()) plan.recorded_parameters[kCsiNameParameter] = req.name();
   return plan;
 }
 
@@ -275,16 +310,17 @@ Status CsiController::DoCreate(const csi::v1::CreateVolumeRequest& req, csi::v1:
   const std::string& access_type = plan.access_type;
   const nlohmann::json& recorded = plan.recorded_parameters;
   const int64_t size = plan.size_bytes;
+  const std::string& volume_id = plan.volume_id;
 
-  auto lock = VolumeLock(req.name());
+  auto lock = VolumeLock(volume_id);
   std::lock_guard<std::mutex> guard(*lock);
   api::AgentRecord agent_rec;
   ASSIGN_OR_RETURN(auto client, ClientFor(params.agent_ref, &agent_rec));
 
   api::VolumeSpec spec;
-  spec.volume_id = req.name();
+  spec.volume_id = volume_id;
   spec.agent_ref = params.agent_ref;
-  spec.agent_volume_id = params.pool + "/" + req.name();
+  spec.agent_volume_id = params.pool + "/" + volume_id;
   spec.protocol = params.protocol;
   spec.capacity_bytes = size;
   spec.access_type = access_type;
@@ -300,7 +336,7 @@ Status CsiController::DoCreate(const csi::v1::CreateVolumeRequest& req, csi::v1:
   RETURN_IF_ERROR(validate::IpAddress("bindAddress (PillarAgent address)",
                                       first_status.export_spec->bind_address));
 
-  auto existing = store_.Get(api::kKindVolume, req.name());
+  auto existing = store_.Get(api::kKindVolume, volume_id);
   store::Object obj;
   if (existing.ok() && existing->status.empty()) {
     // A create cut off between the object and its status (the Kubernetes
@@ -314,24 +350,24 @@ Status CsiController::DoCreate(const csi::v1::CreateVolumeRequest& req, csi::v1:
       ASSIGN_OR_RETURN(obj, store_.UpdateStatus(completed));
       existing = obj;
       log::Warn("volume record completed: its create had not written its status",
-                {{"volume", req.name()}});
+                {{"volume", volume_id}});
     }
   }
   if (existing.ok()) {
     ASSIGN_OR_RETURN(api::VolumeState have, api::LoadVolume(*existing));
     if (have.spec.parameters != recorded || have.spec.access_type != access_type) {
-      return AlreadyExists("volume " + req.name() +
+      return AlreadyExists("volume " + volume_id +
                            " exists with different parameters or access type");
     }
     int64_t have_size = std::max(have.status.capacity_bytes, have.spec.capacity_bytes);
     if (have_size < req.capacity_range().required_bytes() ||
         (req.capacity_range().limit_bytes() > 0 &&
          have_size > req.capacity_range().limit_bytes())) {
-      return AlreadyExists("volume " + req.name() + " exists with capacity " +
+      return AlreadyExists("volume " + volume_id + " exists with capacity " +
                            std::to_string(have_size) + " outside the requested range");
     }
     if (have.status.deleting || have.meta.deletion_timestamp) {
-      return Aborted("volume " + req.name() + " is being deleted");
+      return Aborted("volume " + volume_id + " is being deleted");
     }
     obj = *existing;
     spec = have.spec;
@@ -339,7 +375,7 @@ Status CsiController::DoCreate(const csi::v1::CreateVolumeRequest& req, csi::v1:
     // Record the intent first, exportSpec included.
     store::Object fresh;
     fresh.kind = api::kKindVolume;
-    fresh.name = req.name();
+    fresh.name = volume_id;
     fresh.spec = ToJson(spec);
     fresh.status = ToJson(first_status);
     ASSIGN_OR_RETURN(obj, store_.Create(fresh));
@@ -349,7 +385,7 @@ Status CsiController::DoCreate(const csi::v1::CreateVolumeRequest& req, csi::v1:
 
   av1::CreateVolumeRequest creq;
   creq.set_pool(params.pool);
-  creq.set_name(req.name());
+  creq.set_name(volume_id);
   creq.set_size_bytes(spec.capacity_bytes);
   creq.set_mode(params.protocol == Protocol::kNfs ? av1::VOLUME_MODE_FILESYSTEM
                                                   : av1::VOLUME_MODE_BLOCK);
@@ -357,19 +393,19 @@ Status CsiController::DoCreate(const csi::v1::CreateVolumeRequest& req, csi::v1:
   for (const auto& [k, v] : params.backend_params) (*creq.mutable_parameters())[k] = v;
   ASSIGN_OR_RETURN(auto created, client->CreateVolume(creq));
   int64_t actual_size = created.volume().size_bytes();
-  ASSIGN_OR_RETURN(obj, MutateStatus(req.name(), [&](api::VolumeStatus& s) {
+  ASSIGN_OR_RETURN(obj, MutateStatus(volume_id, [&](api::VolumeStatus& s) {
                      s.capacity_bytes = actual_size;
                      return Status::Ok();
                    }));
-  ASSIGN_OR_RETURN(ReconcileOutcome outcome, reconciler_.ReconcileNow(req.name()));
+  ASSIGN_OR_RETURN(ReconcileOutcome outcome, reconciler_.ReconcileNow(volume_id));
   if (outcome.condition.status != "True") {
-    return Unavailable("volume " + req.name() + " was created but its export is not ready: " +
+    return Unavailable("volume " + volume_id + " was created but its export is not ready: " +
                        outcome.condition.reason + ": " + outcome.condition.message);
   }
-  ASSIGN_OR_RETURN(obj, store_.Get(api::kKindVolume, req.name()));
+  ASSIGN_OR_RETURN(obj, store_.Get(api::kKindVolume, volume_id));
   ASSIGN_OR_RETURN(api::VolumeState v, api::LoadVolume(obj));
   FillVolume(v, out);
-  log::Info("volume created", {{"volume", req.name()},
+  log::Info("volume created", {{"volume", volume_id},
                                {"agent", spec.agent_ref},
                                {"sizeBytes", actual_size},
                                {"protocol", ProtocolName(spec.protocol)}});
@@ -608,15 +644,18 @@ grpc::Status CsiController::ListVolumes(grpc::ServerContext*,
   }
   size_t start = 0;
   if (!req->starting_token().empty()) {
-    // A token is the name of the last volume of a page, so it always passes
-    // the volume-name grammar; one that does not was never ours. (A volume
-    // deleted since still resumes the listing after its name.)
-    if (!validate::ObjectName("starting_token", req->starting_token()).ok()) {
-      return Reply(Aborted("starting_token \"" + req->starting_token() + "\" is not valid"));
+    // A token is kListToken and the name of the last volume of a page; one
+    // of another form was never ours (ABORTED, as CSI says). A volume
+    // deleted since still resumes the listing after its name.
+    const std::string& token = req->starting_token();
+    const std::string after = token.substr(std::min(token.size(), kListToken.size()));
+    if (token.compare(0, kListToken.size(), kListToken) != 0 ||
+        !validate::ObjectName("starting_token", after).ok()) {
+      return Reply(Aborted("starting_token \"" + token + "\" is not a token of this driver"));
     }
     auto it = std::upper_bound(
-        items.begin(), items.end(), req->starting_token(),
-        [](const std::string& tok, const store::Object& o) { return tok < o.name; });
+        items.begin(), items.end(), after,
+        [](const std::string& name, const store::Object& o) { return name < o.name; });
     start = static_cast<size_t>(it - items.begin());
   }
   size_t limit = req->max_entries() > 0 ? static_cast<size_t>(req->max_entries()) : items.size();
@@ -635,7 +674,7 @@ grpc::Status CsiController::ListVolumes(grpc::ServerContext*,
       e->mutable_status()->mutable_volume_condition()->set_message(c->reason + ": " + c->message);
     }
   }
-  if (i < items.size()) resp->set_next_token(items[i - 1].name);
+  if (i < items.size()) resp->set_next_token(std::string(kListToken) + items[i - 1].name);
   return grpc::Status::OK;
 }
 
@@ -663,8 +702,28 @@ grpc::Status CsiController::GetCapacity(grpc::ServerContext*,
                                         csi::v1::GetCapacityResponse* resp) {
   auto agent = req->parameters().find("agent");
   auto pool = req->parameters().find("pool");
+  if (agent == req->parameters().end() && pool == req->parameters().end()) {
+    // No parameters: what every agent's pools have together. An agent that
+    // cannot answer makes the answer UNAVAILABLE, never counted as empty.
+    auto agents = store_.List(api::kKindAgent);
+    if (!agents.ok()) return Reply(agents.status());
+    int64_t total = 0, largest = 0;
+    for (const auto& a : agents->items) {
+      auto client = ClientFor(a.name);
+      if (!client.ok()) return Reply(client.status());
+      auto cap = (*client)->GetCapacity(av1::GetCapacityRequest());
+      if (!cap.ok()) return Reply(cap.status().Annotate("capacity of agent " + a.name));
+      for (const auto& p : cap->pools()) {
+        total += p.available_bytes();
+        largest = std::max(largest, p.available_bytes());
+      }
+    }
+    resp->set_available_capacity(total);
+    resp->mutable_maximum_volume_size()->set_value(largest);
+    return grpc::Status::OK;
+  }
   if (agent == req->parameters().end() || pool == req->parameters().end()) {
-    return Reply(InvalidArgument("parameters.agent and parameters.pool are required"));
+    return Reply(InvalidArgument("parameters.agent and parameters.pool go together"));
   }
   auto client = ClientFor(agent->second);
   if (!client.ok()) return Reply(client.status());

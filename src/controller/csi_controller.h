@@ -108,7 +108,19 @@ StatusOr<CreateParams> ParseCreateParameters(
 // A CreateVolume request checked whole before anything is recorded: its
 // parameters, the one access type of its capabilities, the size to provision
 // and the parameters as recorded in spec.parameters (for idempotency).
+// The volume ID (the record's name and the backend volume's) of a CSI volume
+// name: the name itself when it already is one (a lowercase DNS-1123 name
+// pillar's backends accept, as Kubernetes' "pvc-<uid>" is); any other name
+// (upper case, '_', up to the CSI limit of 128 bytes) folded to [a-z0-9-],
+// cut to 40 characters, plus '-' and 16 hex digits of its SHA-256, so the same
+// name always maps to the same ID. Such a volume records its CSI name in its
+// parameters (kCsiNameParameter): a create whose name maps to an ID held by
+// another name finds other parameters there and is ALREADY_EXISTS.
+std::string VolumeIdForName(const std::string& name);
+constexpr const char* kCsiNameParameter = "pillar-csi.bhyoo.com/csi-name";
+
 struct CreatePlan {
+  std::string volume_id;  // VolumeIdForName(request name)
   CreateParams params;
   std::string access_type;  // "block" or "mount"
   int64_t size_bytes = 0;

@@ -219,6 +219,52 @@ TEST_F(CsiControllerTest, CreateVolumeRecordsTheExportSpecAndAnswersOnlyOnceExpo
             grpc::StatusCode::ALREADY_EXISTS);
 }
 
+// Any CSI name of up to 128 bytes is taken (csi-sanity's carry upper-case hex):
+// a name that is not already a safe volume ID maps to one, always the same,
+// and a name whose ID is held by another name is ALREADY_EXISTS, never that
+// other volume.
+TEST_F(CsiControllerTest, AnyCsiNameMapsToOneStableVolumeIdAndNeverToAnothersVolume) {
+  EXPECT_EQ(VolumeIdForName("pvc-0a1b2c3d-1111-4222-8333-444455556666"),
+            "pvc-0a1b2c3d-1111-4222-8333-444455556666")
+      << "Kubernetes' names are kept as they are";
+  const std::string id = VolumeIdForName("Sanity-Create_Twice-5849EFB6");
+  EXPECT_THAT(id, ::testing::MatchesRegex("sanity-create-twice-5849efb6-[0-9a-f]{16}"));
+  EXPECT_EQ(VolumeIdForName("Sanity-Create_Twice-5849EFB6"), id) << "stable";
+  EXPECT_NE(VolumeIdForName("A"), VolumeIdForName("a")) << "'a' is kept; 'A' maps";
+  EXPECT_THAT(VolumeIdForName("___"), ::testing::MatchesRegex("vol-[0-9a-f]{16}"));
+  EXPECT_LE(VolumeIdForName(std::string(128, 'X')).size(), 57u);
+
+  csi::v1::CreateVolumeRequest req;
+  req.set_name("Sanity-Create_Twice-5849EFB6");
+  req.mutable_capacity_range()->set_required_bytes(kGiB);
+  *req.add_volume_capabilities() = Capability();
+  (*req.mutable_parameters())["agent"] = kAgentRef;
+  (*req.mutable_parameters())["pool"] = "tank";
+  (*req.mutable_parameters())["protocol"] = "nvmeof-tcp";
+  csi::v1::CreateVolumeResponse resp;
+  grpc::Status s = csi_->CreateVolume(nullptr, &req, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(resp.volume().volume_id(), id);
+  EXPECT_EQ(Condition(id), "True/Reconciled");
+  ASSERT_TRUE(agent_->VolumeOf("tank/" + id).has_value());
+  resp.Clear();
+  ASSERT_TRUE(csi_->CreateVolume(nullptr, &req, &resp).ok()) << "idempotent";
+  EXPECT_EQ(resp.volume().volume_id(), id);
+
+  // A name that is itself the ID another name maps to: not that volume.
+  csi::v1::CreateVolumeRequest other = req;
+  other.set_name(id);
+  EXPECT_EQ(csi_->CreateVolume(nullptr, &other, &resp).error_code(),
+            grpc::StatusCode::ALREADY_EXISTS);
+
+  req.set_name(std::string(128, 'N'));
+  EXPECT_TRUE(csi_->CreateVolume(nullptr, &req, &resp).ok()) << "the CSI limit, 128 bytes";
+  req.set_name(std::string(129, 'N'));
+  s = csi_->CreateVolume(nullptr, &req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("name"));
+}
+
 // The Kubernetes store writes an object and its status in two requests; a
 // create cut off between them leaves a record without status. The retry of
 // the same request completes it; a record that was ever reconciled but has
@@ -392,13 +438,14 @@ TEST_F(CsiControllerTest, ListVolumesPagesInNameOrderAndRejectsABadToken) {
 
   // A volume deleted between pages: its name still resumes the listing.
   csi::v1::ListVolumesRequest after_deleted;
-  after_deleted.set_starting_token("pvc-bb");
+  after_deleted.set_starting_token("after:pvc-bb");
   resp.Clear();
   ASSERT_TRUE(csi_->ListVolumes(nullptr, &after_deleted, &resp).ok());
   ASSERT_EQ(resp.entries_size(), 3);
   EXPECT_EQ(resp.entries(0).volume().volume_id(), "pvc-c");
 
-  for (const char* bad : {"not a token", "../pvc-a", "PVC-A"}) {
+  for (const char* bad :
+       {"not a token", "../pvc-a", "PVC-A", "pvc-a", "invalid-token", "after:", "after:../x"}) {
     csi::v1::ListVolumesRequest req;
     req.set_starting_token(bad);
     resp.Clear();
@@ -476,7 +523,20 @@ TEST_F(CsiControllerTest, GetCapacityAsksTheAgentForThePool) {
       << "an unknown agent is a bad parameter";
   req.mutable_parameters()->erase("pool");
   EXPECT_EQ(csi_->GetCapacity(nullptr, &req, &resp).error_code(),
-            grpc::StatusCode::INVALID_ARGUMENT);
+            grpc::StatusCode::INVALID_ARGUMENT)
+      << "an agent without its pool";
+
+  // No parameters at all: every pool of every agent, together.
+  agent_->ClearFailure(AgentCall::kGetCapacity);
+  csi::v1::GetCapacityRequest none;
+  resp.Clear();
+  s = csi_->GetCapacity(nullptr, &none, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(resp.available_capacity(), 41 * kGiB) << "tank's 40 GiB and other's 1 GiB";
+  EXPECT_EQ(resp.maximum_volume_size().value(), 40 * kGiB);
+  agent_->FailWith(AgentCall::kGetCapacity, Unavailable("agent down"));
+  EXPECT_EQ(csi_->GetCapacity(nullptr, &none, &resp).error_code(), grpc::StatusCode::UNAVAILABLE)
+      << "an agent that cannot answer is not counted as empty";
 }
 
 // --- ControllerGetCapabilities ----------------------------------------------------
