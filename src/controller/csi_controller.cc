@@ -632,16 +632,9 @@ grpc::Status CsiController::ListVolumes(grpc::ServerContext*,
   // From the reconciler's watch-fed cache once it runs: listing every volume
   // costs the store nothing. Single-volume reads go to the store (read your
   // own writes).
-  std::vector<store::Object> items;  // sorted by name
-  if (const store::StoreCache* cache = reconciler_.cache(); cache != nullptr) {
-    auto cached = cache->List(api::kKindVolume);
-    if (!cached.ok()) return Reply(cached.status());
-    items = std::move(cached).value();
-  } else {
-    auto list = store_.List(api::kKindVolume);
-    if (!list.ok()) return Reply(list.status());
-    items = std::move(list->items);
-  }
+  auto listed = reconciler_.ReadAll(api::kKindVolume);
+  if (!listed.ok()) return Reply(listed.status());
+  const std::vector<store::Object>& items = *listed;  // sorted by name
   size_t start = 0;
   if (!req->starting_token().empty()) {
     // A token is kListToken and the name of the last volume of a page; one
@@ -705,10 +698,10 @@ grpc::Status CsiController::GetCapacity(grpc::ServerContext*,
   if (agent == req->parameters().end() && pool == req->parameters().end()) {
     // No parameters: what every agent's pools have together. An agent that
     // cannot answer makes the answer UNAVAILABLE, never counted as empty.
-    auto agents = store_.List(api::kKindAgent);
+    auto agents = reconciler_.ReadAll(api::kKindAgent);
     if (!agents.ok()) return Reply(agents.status());
     int64_t total = 0, largest = 0;
-    for (const auto& a : agents->items) {
+    for (const auto& a : *agents) {
       auto client = ClientFor(a.name);
       if (!client.ok()) return Reply(client.status());
       auto cap = (*client)->GetCapacity(av1::GetCapacityRequest());

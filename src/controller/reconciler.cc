@@ -103,8 +103,6 @@ StatusOr<std::vector<store::Object>> ExportReconciler::ReadAll(const std::string
   return std::move(list.items);
 }
 
-const store::StoreCache* ExportReconciler::cache() const { return cache_.get(); }
-
 void ExportReconciler::EnqueueVolume(const std::string& volume) { EnqueueKey(kVolPrefix + volume); }
 
 void ExportReconciler::EnqueueKey(const std::string& key, std::chrono::milliseconds delay) {
@@ -268,10 +266,9 @@ StatusOr<bool> ExportReconciler::WriteOutcome(const store::Object& obj, const ap
     auto parsed = api::ConditionsFromJson(obj.status["conditions"]);
     if (parsed.ok()) conds = std::move(parsed).value();
   }
-  bool transition = true;
-  for (const auto& c : conds) {
-    if (c.type == cond.type) transition = c.status != cond.status || c.reason != cond.reason;
-  }
+  const api::Condition* before = api::FindCondition(conds, cond.type);
+  const bool transition =
+      before == nullptr || before->status != cond.status || before->reason != cond.reason;
   bool changed = api::SetCondition(conds, cond, FormatRfc3339(clock_.Now()));
   nlohmann::json status = obj.status.is_object() ? obj.status : nlohmann::json::object();
   if (info) {

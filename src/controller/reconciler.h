@@ -84,9 +84,10 @@ class ExportReconciler {
 
   void EnqueueVolume(const std::string& volume);
 
-  // The watch-fed cache every read of a resync is served from (null before
-  // Start). The CSI controller reads through it too.
-  const store::StoreCache* cache() const;
+  // Every object of `kind`, sorted by name: from the watch-fed cache every
+  // read of a resync is served from once started, from the store before.
+  // The CSI controller lists through it too.
+  StatusOr<std::vector<store::Object>> ReadAll(const std::string& kind) const;
 
  private:
   struct AgentView {
@@ -126,7 +127,6 @@ class ExportReconciler {
   void EpochLoop();
   // Reads from the watch-fed cache once started, from the store before.
   StatusOr<store::Object> Read(const std::string& kind, const std::string& name) const;
-  StatusOr<std::vector<store::Object>> ReadAll(const std::string& kind) const;
   void RecordFailure(const std::string& volume, bool failed);
 
   // Per-agent bound on concurrent agent calls.

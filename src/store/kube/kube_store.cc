@@ -4,6 +4,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -97,13 +98,11 @@ Status Named(const Status& s, const std::string& kind, const std::string& name,
   return s.Annotate(verb + " " + Describe(kind, name));
 }
 
-const char* EventTypeOf(const std::string& type, bool* ok) {
-  *ok = true;
-  if (type == "ADDED") return "ADDED";
-  if (type == "MODIFIED") return "MODIFIED";
-  if (type == "DELETED") return "DELETED";
-  *ok = false;
-  return "";
+std::optional<EventType> EventTypeOf(const std::string& type) {
+  if (type == "ADDED") return EventType::kAdded;
+  if (type == "MODIFIED") return EventType::kModified;
+  if (type == "DELETED") return EventType::kDeleted;
+  return std::nullopt;
 }
 
 }  // namespace
@@ -471,10 +470,9 @@ void KubeWatch::Run(const std::shared_ptr<State>& st) {
             if (!version.empty()) st->version = version;
             return true;
           }
-          bool known = false;
-          const char* name = EventTypeOf(type, &known);
+          std::optional<EventType> event_type = EventTypeOf(type);
           auto o = FromKubeJson(st->kind, *object);
-          if (!known || !o.ok()) {
+          if (!event_type || !o.ok()) {
             log::Error("store watch: skipping an event the API server sent malformed",
                        {{"kind", st->kind},
                         {"type", type},
@@ -483,9 +481,7 @@ void KubeWatch::Run(const std::shared_ptr<State>& st) {
             return true;
           }
           Event e;
-          e.type = std::string(name) == "ADDED"      ? EventType::kAdded
-                   : std::string(name) == "MODIFIED" ? EventType::kModified
-                                                     : EventType::kDeleted;
+          e.type = *event_type;
           e.object = std::move(o).value();
           st->version = e.object.resource_version;
           progressed = true;
