@@ -194,7 +194,9 @@ json ToJson(const VolumeStatus& s) {
   if (s.export_info) j["exportInfo"] = ToJson(*s.export_info);
   json nodes = json::array();
   for (const auto& n : s.published_nodes) {
-    nodes.push_back({{"nodeID", n.node_id}, {"revoking", n.revoking}});
+    json node = {{"nodeID", n.node_id}, {"revoking", n.revoking}};
+    if (n.read_only) node["readOnly"] = true;
+    nodes.push_back(std::move(node));
   }
   j["publishedNodes"] = nodes;
   j["publicationGeneration"] = s.publication_generation;
@@ -223,6 +225,7 @@ StatusOr<VolumeStatus> VolumeStatusFromJson(const json& j) {
       PublishedNode n;
       ASSIGN_OR_RETURN(n.node_id, Str(arr[i], "nodeID", f, true));
       ASSIGN_OR_RETURN(n.revoking, Bool(arr[i], "revoking", f));
+      ASSIGN_OR_RETURN(n.read_only, Bool(arr[i], "readOnly", f));
       s.published_nodes.push_back(std::move(n));
     }
   }

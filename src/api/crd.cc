@@ -68,8 +68,10 @@ json VolumeSchema() {
                          {"bindAddress", "port", "aclEnabled"});
   json export_info =
       Obj({{"targetID", Str()}, {"address", Str()}, {"port", Port()}, {"volumeRef", Str()}});
-  json published = {{"type", "array"},
-                    {"items", Obj({{"nodeID", NonEmptyStr()}, {"revoking", Bool()}}, {"nodeID"})}};
+  json published = {
+      {"type", "array"},
+      {"items",
+       Obj({{"nodeID", NonEmptyStr()}, {"revoking", Bool()}, {"readOnly", Bool()}}, {"nodeID"})}};
   json status = Obj({{"exportSpec", export_spec},
                      {"exportInfo", export_info},
                      {"publishedNodes", published},

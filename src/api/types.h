@@ -70,6 +70,9 @@ struct ExportInfo {
 struct PublishedNode {
   std::string node_id;
   bool revoking = false;
+  // ControllerPublishVolume's readonly flag: a second publish to the same
+  // node with another one is ALREADY_EXISTS (CSI), not a silent change.
+  bool read_only = false;
 
   bool operator==(const PublishedNode&) const = default;
 };

@@ -490,6 +490,14 @@ Status CsiController::DoPublish(const csi::v1::ControllerPublishVolumeRequest& r
   RETURN_IF_ERROR(GetRecord(store_, api::kKindNode, req.node_id(),
                             "node " + req.node_id() + " is not registered (no PillarNode)")
                       .status());
+  // Published to this node already (under this volume's lock): the same
+  // readonly flag is idempotent, another one is ALREADY_EXISTS (CSI).
+  for (const auto& n : v.status.published_nodes) {
+    if (n.node_id == req.node_id() && !n.revoking && n.read_only != req.readonly()) {
+      return AlreadyExists("volume " + req.volume_id() + " is published to node " + req.node_id() +
+                           " with readonly=" + (n.read_only ? "true" : "false"));
+    }
+  }
   bool single = IsSingleNode(req.volume_capability().access_mode().mode());
   ASSIGN_OR_RETURN(store::Object written, MutateStatus(req.volume_id(), [&](api::VolumeStatus& s) {
                      bool present = false;
@@ -498,6 +506,7 @@ Status CsiController::DoPublish(const csi::v1::ControllerPublishVolumeRequest& r
                          present = true;
                          if (n.revoking) {
                            n.revoking = false;
+                           n.read_only = req.readonly();
                            s.publication_generation++;
                          }
                        } else if (single && !n.revoking) {
@@ -507,7 +516,7 @@ Status CsiController::DoPublish(const csi::v1::ControllerPublishVolumeRequest& r
                        }
                      }
                      if (!present) {
-                       s.published_nodes.push_back({req.node_id(), false});
+                       s.published_nodes.push_back({req.node_id(), false, req.readonly()});
                        s.publication_generation++;
                      }
                      return Status::Ok();

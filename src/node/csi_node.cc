@@ -65,6 +65,12 @@ grpc::Status CsiNodeIdentity::GetPluginInfo(grpc::ServerContext*,
 grpc::Status CsiNodeIdentity::GetPluginCapabilities(grpc::ServerContext*,
                                                     const csi::v1::GetPluginCapabilitiesRequest*,
                                                     csi::v1::GetPluginCapabilitiesResponse* resp) {
+  // The plugin's capabilities, whichever of its processes answers: pillar
+  // provides the Controller service (from pillar-controller), and a CO or
+  // csi-sanity asking the node plugin decides from this whether to call
+  // ControllerPublishVolume before NodeStageVolume.
+  resp->add_capabilities()->mutable_service()->set_type(
+      csi::v1::PluginCapability::Service::CONTROLLER_SERVICE);
   resp->add_capabilities()->mutable_volume_expansion()->set_type(
       csi::v1::PluginCapability::VolumeExpansion::ONLINE);
   return grpc::Status::OK;

@@ -344,8 +344,17 @@ Status NodeCore::Unpublish(const std::string& volume_id, const std::string& targ
 StatusOr<VolumeStats> NodeCore::Stats(const std::string& volume_id,
                                       const std::string& volume_path) {
   RETURN_IF_ERROR(RequireVolumeId(volume_id));
-  RETURN_IF_ERROR(ValidateCleanPath("volume_path", volume_path));
   ASSIGN_OR_RETURN(StageRecord rec, d_.records.Get(volume_id));
+  // A path where this volume is neither staged nor published (not even a
+  // clean absolute path, or no mount there) is NOT_FOUND, as CSI says: never
+  // the statistics of whatever file system holds that path.
+  ASSIGN_OR_RETURN(std::string mountinfo, d_.mounter.ReadMountInfo());
+  auto mounts = ParseMountInfo(mountinfo);
+  if (!ValidateCleanPath("volume_path", volume_path).ok() ||
+      (volume_path != rec.staging_path && !FindMountAt(mounts, volume_path))) {
+    return NotFound("volume " + volume_id + " is not staged or published at volume_path " +
+                    volume_path);
+  }
   VolumeStats out;
   out.block = rec.block;
   std::vector<std::string> problems;
@@ -361,8 +370,6 @@ StatusOr<VolumeStats> NodeCore::Stats(const std::string& volume_id,
     }
   }
   if (!rec.block) {
-    ASSIGN_OR_RETURN(std::string text, d_.mounter.ReadMountInfo());
-    auto mounts = ParseMountInfo(text);
     VfsStat vfs = d_.mounter.StatVfs(volume_path);
     if (vfs.err == ENOENT && !FindMountAt(mounts, volume_path)) {
       return NotFound("volume_path " + volume_path + " does not exist");
@@ -396,10 +403,10 @@ StatusOr<VolumeStats> NodeCore::Stats(const std::string& volume_id,
 StatusOr<int64_t> NodeCore::Expand(const std::string& volume_id, const std::string& volume_path,
                                    int64_t required_bytes) {
   RETURN_IF_ERROR(RequireVolumeId(volume_id));
-  RETURN_IF_ERROR(ValidateCleanPath("volume_path", volume_path));
   auto lock = d_.volume_locks.TryLock(volume_id);
   if (!lock) return Aborted("an operation on volume " + volume_id + " is in progress");
-  ASSIGN_OR_RETURN(StageRecord rec, d_.records.Get(volume_id));
+  ASSIGN_OR_RETURN(StageRecord rec, d_.records.Get(volume_id));  // NOT_FOUND first, as CSI says
+  RETURN_IF_ERROR(ValidateCleanPath("volume_path", volume_path));
   if (rec.target.protocol == "nfs") return int64_t{0};  // the server's quota is the size
   BlockAttacher* a = d_.attachers.For(rec.target.protocol);
   if (a == nullptr) return Unimplemented("no attacher for " + rec.target.protocol);

@@ -56,13 +56,15 @@ class CsiControllerTest : public ControllerFixture {
   }
 
   grpc::Status Publish(const std::string& volume, const std::string& node,
-                       VolumeCapability cap = Capability()) {
+                       VolumeCapability cap = Capability(), bool readonly = false,
+                       csi::v1::ControllerPublishVolumeResponse* out = nullptr) {
     csi::v1::ControllerPublishVolumeRequest req;
     req.set_volume_id(volume);
     req.set_node_id(node);
     *req.mutable_volume_capability() = std::move(cap);
+    req.set_readonly(readonly);
     csi::v1::ControllerPublishVolumeResponse resp;
-    return csi_->ControllerPublishVolume(nullptr, &req, &resp);
+    return csi_->ControllerPublishVolume(nullptr, &req, out != nullptr ? out : &resp);
   }
 
   grpc::Status Unpublish(const std::string& volume, const std::string& node) {
@@ -351,6 +353,27 @@ TEST_F(CsiControllerTest, PublishRecordsThenConfirmsAndRefusesASecondSingleNodeW
   EXPECT_EQ(Publish("pvc-1", "node-a", Capability(false)).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT)
       << "a block volume is not published for mount access";
+}
+
+// CSI: publishing again to the same node is idempotent with the same
+// readonly flag and ALREADY_EXISTS with another (csi-sanity checks it).
+TEST_F(CsiControllerTest, RepublishToTheSameNodeWithAnotherReadonlyFlagIsAlreadyExists) {
+  RegisterNode("node-a");
+  CreateVolume(Spec("pvc-1"), Intent(true, {}, 0));
+  ASSERT_TRUE(Publish("pvc-1", "node-a").ok());
+  ASSERT_TRUE(Publish("pvc-1", "node-a").ok()) << "idempotent";
+  grpc::Status s = Publish("pvc-1", "node-a", Capability(), true);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::ALREADY_EXISTS) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("readonly=false"));
+  EXPECT_THAT(AllowedHosts("pvc-1"), ElementsAre(NqnOf("node-a")));
+  // After an unpublish the node can be published read-only; that is recorded.
+  ASSERT_TRUE(Unpublish("pvc-1", "node-a").ok());
+  csi::v1::ControllerPublishVolumeResponse resp;
+  ASSERT_TRUE(Publish("pvc-1", "node-a", Capability(), true, &resp).ok());
+  EXPECT_EQ(resp.publish_context().at("readonly"), "true");
+  api::VolumeState v = Volume("pvc-1");
+  ASSERT_EQ(v.status.published_nodes.size(), 1u);
+  EXPECT_TRUE(v.status.published_nodes[0].read_only);
 }
 
 // --- ValidateVolumeCapabilities ---------------------------------------------

@@ -468,10 +468,27 @@ TEST_F(NodeCoreTest, BlockStatsReportTheDeviceSize) {
   StageRequest r = Stage();
   r.block = true;
   ASSERT_TRUE(core().Stage(r).ok());
-  auto st = core().Stats("pvc-1", tmp_.Sub("kubelet/dev"));
+  auto st = core().Stats("pvc-1", Staging());
   ASSERT_TRUE(st.ok()) << st.status().ToString();
   EXPECT_FALSE(st->abnormal);
   EXPECT_EQ(st->total_bytes, int64_t{2097152} * 512);
+}
+
+// CSI: NOT_FOUND when the volume is unknown (checked before the path) or is
+// neither staged nor published at volume_path (csi-sanity's "some/path").
+TEST_F(NodeCoreTest, StatsAndExpandOfAVolumeNotAtThePathAreNotFound) {
+  EXPECT_EQ(core().Stats("pvc-9", "some/path").status().code(), Code::kNotFound);
+  EXPECT_EQ(core().Expand("pvc-9", "some/path", 0).status().code(), Code::kNotFound);
+  ASSERT_TRUE(core().Stage(Stage()).ok());
+  ASSERT_TRUE(core().Publish(Publish()).ok());
+  EXPECT_EQ(core().Stats("pvc-1", "some/path").status().code(), Code::kNotFound);
+  std::filesystem::create_directories(tmp_.Sub("elsewhere"));
+  auto st = core().Stats("pvc-1", tmp_.Sub("elsewhere"));  // a directory, not a mount
+  EXPECT_EQ(st.status().code(), Code::kNotFound) << st.status().ToString();
+  EXPECT_TRUE(core().Stats("pvc-1", Staging()).ok());
+  EXPECT_TRUE(core().Stats("pvc-1", Target()).ok());
+  // A known volume with a path that is not one stays INVALID_ARGUMENT.
+  EXPECT_EQ(core().Expand("pvc-1", "some/path", 0).status().code(), Code::kInvalidArgument);
 }
 
 TEST_F(NodeCoreTest, ExpandRescansAndGrowsTheFilesystem) {
