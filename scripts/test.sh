@@ -9,6 +9,8 @@
 #   smoke    the kernel targets by hand in QEMU guests (tests/e2e/smoke.sh)
 #   e2e      the seed scenarios with pillar's binaries in QEMU guests
 #            (tests/e2e/scenarios.sh)
+#   csi-sanity  the Kubernetes CSI conformance suite against pillar in QEMU
+#            guests, once per protocol (scripts/csi-sanity.sh)
 #   k8s      scripts/test-k8s.sh: a real kube-apiserver, etcd and
 #            kube-controller-manager (Go-built, cached) and the suites in
 #            tests/k8s/suites (with the real CSI sidecars and helm, Go-built
@@ -20,7 +22,7 @@
 # prints no such line, counts one failure. This script ends with the sum,
 # "test: N passed, M failed", and exits non-zero on any failure.
 # PILLAR_FUZZ=0, PILLAR_MUTANTS=0, PILLAR_E2E=0 (smoke and e2e), PILLAR_K8S=0,
-# PILLAR_IMAGES=0 skip a stage
+# PILLAR_IMAGES=0, PILLAR_SANITY=0 (csi-sanity; PILLAR_E2E=0 skips it too) skip a stage
 # explicitly: it is reported as skipped, never counted as passed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -198,6 +200,12 @@ if [[ "${PILLAR_E2E:-1}" == 1 ]]; then
 else
   skip_stage smoke "PILLAR_E2E=0"
   skip_stage e2e "PILLAR_E2E=0"
+fi
+if [[ "${PILLAR_E2E:-1}" == 1 && "${PILLAR_SANITY:-1}" == 1 ]]; then
+  run_stage csi-sanity ./scripts/csi-sanity.sh
+  grep -h '^figure: ' "$logs/csi-sanity.log" | sed 's/^/csi-sanity /' >>"$logs/figures.txt" || true
+else
+  skip_stage csi-sanity "PILLAR_E2E=0 or PILLAR_SANITY=0"
 fi
 if [[ "${PILLAR_K8S:-1}" == 1 ]]; then
   run_stage k8s ./scripts/test-k8s.sh
