@@ -106,8 +106,15 @@ setup_guests() {
     --node-id=consumer-a --registry-address="$REGISTRY" --registry-insecure \
     --state-dir=/var/lib/pillar-csi/node --identity-interval=2s --device-timeout=30s \
     --log-level=info
-  vm_sh consumer-a 'for _ in $(seq $(($2 * 10))); do [[ -S $1 ]] && exit 0; sleep 0.1; done; exit 1' \
-    "${NODE_SOCK#unix://}" "$CEILING" || e2e_die "pillar-node did not open $NODE_SOCK"
+  # csi-sanity publishes to the node ID NodeGetInfo returns: the controller
+  # must know that node (its identities) first. The log is on the 9p share.
+  local node_log deadline
+  node_log="$(vm_dir consumer-a)/share/out/pillar-node.log"
+  deadline=$(($(e2e__now) + CEILING * 1000000))
+  until grep -q '"msg":"node identity reported"' "$node_log" 2>/dev/null; do
+    (($(e2e__now) < deadline)) || e2e_die "pillar-node did not report its identity to $REGISTRY"
+    e2e__sleep 0.2
+  done
   vm_copy_in consumer-a "$SANITY_BIN" /usr/local/bin
 }
 
