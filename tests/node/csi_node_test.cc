@@ -75,6 +75,16 @@ TEST_F(NodeCsiTest, CapabilitiesAndInfo) {
   CsiNodeIdentity identity;
   ASSERT_TRUE(identity.GetPluginInfo(nullptr, nullptr, &plugin).ok());
   EXPECT_EQ(plugin.name(), "pillar-csi.bhyoo.com");
+  // The plugin's capabilities, as pillar-controller's: a CO (or csi-sanity)
+  // asking the node plugin learns that ControllerPublishVolume comes first.
+  csi::v1::GetPluginCapabilitiesResponse plugin_caps;
+  ASSERT_TRUE(identity.GetPluginCapabilities(nullptr, nullptr, &plugin_caps).ok());
+  bool controller_service = false;
+  for (const auto& c : plugin_caps.capabilities()) {
+    controller_service |=
+        c.service().type() == csi::v1::PluginCapability::Service::CONTROLLER_SERVICE;
+  }
+  EXPECT_TRUE(controller_service);
 }
 
 TEST_F(NodeCsiTest, MissingFieldsAreInvalidArgumentNamingTheField) {
