@@ -89,7 +89,8 @@ StatusOr<CreateParams> ParseCreateParameters(
   };
   for (const auto& [k, v] : p) {
     static const std::set<std::string> kKnown = {
-        "agent", "pool", "protocol", "acl", "port", "bindAddress", "fsType", "inCapsuleDataSize"};
+        "agent",       "pool",   "protocol",          "acl",   "port",
+        "bindAddress", "fsType", "inCapsuleDataSize", "import"};
     if (kKnown.count(k) == 0 && k.rfind("backend.", 0) != 0 &&
         k.rfind("csi.storage.k8s.io/", 0) != 0) {
       return InvalidArgument("parameters." + k + " is not a pillar parameter");
@@ -127,6 +128,11 @@ StatusOr<CreateParams> ParseCreateParameters(
   if (!out.fs_type.empty() && out.fs_type != "ext4" && out.fs_type != "xfs") {
     return InvalidArgument("parameters.fsType \"" + out.fs_type + "\" must be ext4 or xfs");
   }
+  std::string import = get("import");
+  if (!import.empty() && import != "true" && import != "false") {
+    return InvalidArgument("parameters.import \"" + import + "\" must be true or false");
+  }
+  out.import_existing = import == "true";
   std::string ics = get("inCapsuleDataSize");
   if (!ics.empty()) {
     if (out.protocol != Protocol::kNvmeofTcp) {
@@ -390,6 +396,7 @@ Status CsiController::DoCreate(const csi::v1::CreateVolumeRequest& req, csi::v1:
   creq.set_mode(params.protocol == Protocol::kNfs ? av1::VOLUME_MODE_FILESYSTEM
                                                   : av1::VOLUME_MODE_BLOCK);
   creq.set_volume_uid(obj.uid);
+  creq.set_import_existing(params.import_existing);
   for (const auto& [k, v] : params.backend_params) (*creq.mutable_parameters())[k] = v;
   ASSIGN_OR_RETURN(auto created, client->CreateVolume(creq));
   int64_t actual_size = created.volume().size_bytes();
@@ -768,6 +775,7 @@ Status CsiController::DoExpand(const csi::v1::ControllerExpandVolumeRequest& req
     av1::ExpandVolumeRequest ereq;
     ereq.set_agent_volume_id(v.spec.agent_volume_id);
     ereq.set_size_bytes(size);
+    ereq.set_volume_uid(obj.uid);
     ASSIGN_OR_RETURN(auto expanded, client->ExpandVolume(ereq));
     actual = expanded.volume().size_bytes();
     RETURN_IF_ERROR(MutateStatus(req.volume_id(), [&](api::VolumeStatus& s) {
