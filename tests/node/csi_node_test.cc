@@ -24,7 +24,7 @@ class NodeCsiTest : public ::testing::Test {
       : nvme_(exec_, fs_, clock_, tmp_.Sub("sys"), tmp_.Sub("hostnqn")),
         iscsi_(exec_, fs_, clock_, tmp_.Sub("sys")),
         nfs_(exec_),
-        formatter_(exec_),
+        formatter_(exec_, claimer_),
         records_(fs_, tmp_.Sub("state/volumes")),
         core_(NodeDeps{fs_, mounter_, Attachers{&nvme_, &iscsi_}, nfs_, formatter_, records_,
                        volume_locks_, connection_locks_, tmp_.Sub("sys")}),
@@ -47,6 +47,7 @@ class NodeCsiTest : public ::testing::Test {
   NvmeAttacher nvme_;
   IscsiAttacher iscsi_;
   NfsMounter nfs_;
+  testing::FakeDeviceClaimer claimer_;
   DeviceFormatter formatter_;
   StageRecordStore records_;
   NamedLocks volume_locks_, connection_locks_;

@@ -73,6 +73,16 @@ class AgentGrpcTest : public ::testing::Test {
     return s;
   }
 
+  grpc::Status Expand(const std::string& id, int64_t size, const std::string& uid) {
+    grpc::ClientContext ctx;
+    v1::ExpandVolumeRequest req;
+    req.set_agent_volume_id(id);
+    req.set_size_bytes(size);
+    req.set_volume_uid(uid);
+    v1::ExpandVolumeResponse resp;
+    return stub_->ExpandVolume(&ctx, req, &resp);
+  }
+
   grpc::Status Apply(const std::string& id, int64_t gen, const std::vector<std::string>& hosts,
                      v1::ApplyExportResponse* out = nullptr, const std::string& uid = kUid,
                      v1::Protocol protocol = v1::PROTOCOL_NVMEOF_TCP,
@@ -250,13 +260,7 @@ TEST_F(AgentGrpcTest, StorageNotMarkedAsPillarsIsNeverAdoptedOrTouched) {
     EXPECT_TRUE(unchanged());
   }
   {
-    grpc::ClientContext ectx;
-    v1::ExpandVolumeRequest exp;
-    exp.set_agent_volume_id("demo/precious");
-    exp.set_size_bytes(2 << 20);
-    exp.set_volume_uid(kUid);
-    v1::ExpandVolumeResponse resp;
-    EXPECT_EQ(stub_->ExpandVolume(&ectx, exp, &resp).error_code(),
+    EXPECT_EQ(Expand("demo/precious", 2 << 20, kUid).error_code(),
               grpc::StatusCode::FAILED_PRECONDITION);
     EXPECT_EQ(fs::file_size(image), data.size());
   }
@@ -273,26 +277,14 @@ TEST_F(AgentGrpcTest, StorageNotMarkedAsPillarsIsNeverAdoptedOrTouched) {
   }
   EXPECT_EQ(Create("precious", kOtherUid).error_code(), grpc::StatusCode::ALREADY_EXISTS);
   {
-    grpc::ClientContext ectx;
-    v1::ExpandVolumeRequest exp;
-    exp.set_agent_volume_id("demo/precious");
-    exp.set_size_bytes(2 << 20);
-    exp.set_volume_uid(kOtherUid);
-    v1::ExpandVolumeResponse resp;
-    EXPECT_EQ(stub_->ExpandVolume(&ectx, exp, &resp).error_code(),
+    EXPECT_EQ(Expand("demo/precious", 2 << 20, kOtherUid).error_code(),
               grpc::StatusCode::FAILED_PRECONDITION);
     EXPECT_EQ(fs::file_size(image), data.size());
   }
   EXPECT_EQ(Apply("demo/precious", 1, {kHostA}, nullptr, kOtherUid).error_code(),
             grpc::StatusCode::ABORTED);  // the fencing mark of kUid refuses it first
   {
-    grpc::ClientContext ectx;
-    v1::ExpandVolumeRequest exp;
-    exp.set_agent_volume_id("demo/precious");
-    exp.set_size_bytes(2 << 20);
-    exp.set_volume_uid(kUid);
-    v1::ExpandVolumeResponse resp;
-    auto es = stub_->ExpandVolume(&ectx, exp, &resp);
+    auto es = Expand("demo/precious", 2 << 20, kUid);
     ASSERT_TRUE(es.ok()) << es.error_message();
     EXPECT_EQ(fs::file_size(image), size_t{2} << 20);
   }
