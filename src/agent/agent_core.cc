@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "common/caps.h"
 #include "common/log.h"
 #include "common/uuid.h"
 #include "common/validate.h"
@@ -83,6 +84,7 @@ std::shared_ptr<std::mutex> AgentCore::VolumeLock(const std::string& agent_volum
 }
 
 Status AgentCore::ValidateHosts(Protocol protocol, const std::vector<std::string>& hosts) {
+  RETURN_IF_ERROR(caps::CheckCount("allowedHosts", "allowed_hosts", hosts.size()));
   for (size_t i = 0; i < hosts.size(); ++i) {
     std::string field = "allowedHosts[" + std::to_string(i) + "]";
     switch (protocol) {
@@ -152,6 +154,7 @@ StatusOr<VolumeInfo> AgentCore::CreateVolume(const std::string& pool, const std:
   RETURN_IF_ERROR(validate::PoolName("pool", pool));
   RETURN_IF_ERROR(validate::VolumeName("name", name));
   RETURN_IF_ERROR(validate::Uuid("volumeUid", volume_uid));
+  RETURN_IF_ERROR(caps::CheckCount("parameters", "parameters", params.size()));
   if (size_bytes <= 0) {
     return InvalidArgument("sizeBytes " + std::to_string(size_bytes) + " must be positive");
   }

@@ -5,6 +5,7 @@
 #include "common/grpc_status.h"
 #include "common/log.h"
 #include "common/protocol_proto.h"
+#include "common/request_caps.h"
 #include "common/validate.h"
 
 namespace pillar::controller {
@@ -241,6 +242,7 @@ StatusOr<store::Object> CsiController::MutateStatus(
 grpc::Status CsiController::CreateVolume(grpc::ServerContext*,
                                          const csi::v1::CreateVolumeRequest* req,
                                          csi::v1::CreateVolumeResponse* resp) {
+  if (Status caps = CheckRequestCaps(*req); !caps.ok()) return ToGrpc(caps);
   return Reply(DoCreate(*req, resp->mutable_volume()));
 }
 
@@ -422,6 +424,7 @@ Status CsiController::DoCreate(const csi::v1::CreateVolumeRequest& req, csi::v1:
 grpc::Status CsiController::DeleteVolume(grpc::ServerContext*,
                                          const csi::v1::DeleteVolumeRequest* req,
                                          csi::v1::DeleteVolumeResponse*) {
+  if (Status caps = CheckRequestCaps(*req); !caps.ok()) return ToGrpc(caps);
   return Reply(DoDelete(req->volume_id()));
 }
 
@@ -472,6 +475,7 @@ Status CsiController::DoDelete(const std::string& volume_id) {
 grpc::Status CsiController::ControllerPublishVolume(
     grpc::ServerContext*, const csi::v1::ControllerPublishVolumeRequest* req,
     csi::v1::ControllerPublishVolumeResponse* resp) {
+  if (Status caps = CheckRequestCaps(*req); !caps.ok()) return ToGrpc(caps);
   return Reply(DoPublish(*req, resp));
 }
 
@@ -542,6 +546,7 @@ Status CsiController::DoPublish(const csi::v1::ControllerPublishVolumeRequest& r
 grpc::Status CsiController::ControllerUnpublishVolume(
     grpc::ServerContext*, const csi::v1::ControllerUnpublishVolumeRequest* req,
     csi::v1::ControllerUnpublishVolumeResponse*) {
+  if (Status caps = CheckRequestCaps(*req); !caps.ok()) return ToGrpc(caps);
   return Reply(DoUnpublish(req->volume_id(), req->node_id()));
 }
 
@@ -604,6 +609,7 @@ Status CsiController::DoUnpublish(const std::string& volume_id, const std::strin
 grpc::Status CsiController::ValidateVolumeCapabilities(
     grpc::ServerContext*, const csi::v1::ValidateVolumeCapabilitiesRequest* req,
     csi::v1::ValidateVolumeCapabilitiesResponse* resp) {
+  if (Status caps = CheckRequestCaps(*req); !caps.ok()) return ToGrpc(caps);
   if (req->volume_id().empty()) return Reply(InvalidArgument("volume_id is required"));
   if (req->volume_capabilities().empty()) {
     return Reply(InvalidArgument("volume_capabilities is required"));
@@ -635,6 +641,7 @@ grpc::Status CsiController::ValidateVolumeCapabilities(
 grpc::Status CsiController::ListVolumes(grpc::ServerContext*,
                                         const csi::v1::ListVolumesRequest* req,
                                         csi::v1::ListVolumesResponse* resp) {
+  if (Status caps = CheckRequestCaps(*req); !caps.ok()) return ToGrpc(caps);
   if (req->max_entries() < 0) return Reply(InvalidArgument("max_entries must be >= 0"));
   // From the reconciler's watch-fed cache once it runs: listing every volume
   // costs the store nothing. Single-volume reads go to the store (read your
@@ -681,6 +688,7 @@ grpc::Status CsiController::ListVolumes(grpc::ServerContext*,
 grpc::Status CsiController::ControllerGetVolume(grpc::ServerContext*,
                                                 const csi::v1::ControllerGetVolumeRequest* req,
                                                 csi::v1::ControllerGetVolumeResponse* resp) {
+  if (Status caps = CheckRequestCaps(*req); !caps.ok()) return ToGrpc(caps);
   if (req->volume_id().empty()) return Reply(InvalidArgument("volume_id is required"));
   auto obj = GetVolume(store_, req->volume_id());
   if (!obj.ok()) return Reply(obj.status());
@@ -700,6 +708,7 @@ grpc::Status CsiController::ControllerGetVolume(grpc::ServerContext*,
 grpc::Status CsiController::GetCapacity(grpc::ServerContext*,
                                         const csi::v1::GetCapacityRequest* req,
                                         csi::v1::GetCapacityResponse* resp) {
+  if (Status caps = CheckRequestCaps(*req); !caps.ok()) return ToGrpc(caps);
   auto agent = req->parameters().find("agent");
   auto pool = req->parameters().find("pool");
   if (agent == req->parameters().end() && pool == req->parameters().end()) {
@@ -755,6 +764,7 @@ grpc::Status CsiController::ControllerGetCapabilities(
 grpc::Status CsiController::ControllerExpandVolume(
     grpc::ServerContext*, const csi::v1::ControllerExpandVolumeRequest* req,
     csi::v1::ControllerExpandVolumeResponse* resp) {
+  if (Status caps = CheckRequestCaps(*req); !caps.ok()) return ToGrpc(caps);
   return Reply(DoExpand(*req, resp));
 }
 

@@ -127,6 +127,29 @@ TEST_F(NodeCsiTest, MissingFieldsAreInvalidArgumentNamingTheField) {
   EXPECT_TRUE(exec_.calls().empty());
 }
 
+TEST_F(NodeCsiTest, RepeatedFieldsOverTheirCapsAreRefusedByName) {
+  csi::v1::NodeStageVolumeRequest stage;
+  csi::v1::NodeStageVolumeResponse stage_resp;
+  stage.set_volume_id("pvc-1");
+  stage.set_staging_target_path(tmp_.Sub("staging"));
+  *stage.mutable_volume_capability() = MountCap();
+  for (int i = 0; i < 33; ++i) (*stage.mutable_secrets())["k" + std::to_string(i)] = "v";
+  ExpectInvalid(node_.NodeStageVolume(nullptr, &stage, &stage_resp), "secrets has 33 entries");
+  stage.clear_secrets();
+  for (int i = 0; i < 65; ++i) (*stage.mutable_publish_context())["k" + std::to_string(i)] = "v";
+  ExpectInvalid(node_.NodeStageVolume(nullptr, &stage, &stage_resp), "publish_context");
+
+  csi::v1::NodePublishVolumeRequest pub;
+  csi::v1::NodePublishVolumeResponse pub_resp;
+  pub.set_volume_id("pvc-1");
+  *pub.mutable_volume_capability() = MountCap();
+  for (int i = 0; i < 33; ++i)
+    pub.mutable_volume_capability()->mutable_mount()->add_mount_flags("ro");
+  ExpectInvalid(node_.NodePublishVolume(nullptr, &pub, &pub_resp),
+                "volume_capability.mount.mount_flags");
+  EXPECT_TRUE(exec_.calls().empty());
+}
+
 TEST_F(NodeCsiTest, NfsVolumeStatsCarryTheCondition) {
   exec_.On({"mount", "-t", "nfs4"}, [this](const Command& c) -> StatusOr<ExecResult> {
     mounter_.AddMount({c.argv[c.argv.size() - 2], c.argv.back(), "nfs4"});

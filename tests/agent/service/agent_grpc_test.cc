@@ -341,6 +341,22 @@ TEST_F(AgentGrpcTest, BadInputIsRefusedByFieldAndChangesNothing) {
   expect_invalid(Apply("demo/pvc-1", 1, {kHostA}, nullptr, "not-a-uuid"), "fence.volumeUid");
   expect_invalid(Create("../escape"), "name");
   expect_invalid(Create("pvc-x", "uid"), "volumeUid");
+  // Caps on repeated fields (common/caps.cc), checked before anything else.
+  expect_invalid(Apply("demo/pvc-1", 1, std::vector<std::string>(1025, kHostA)),
+                 "allowedHosts has 1025 entries; at most 1024");
+  {
+    grpc::ClientContext ctx;
+    v1::CreateVolumeRequest req;
+    req.set_pool("demo");
+    req.set_name("pvc-x");
+    req.set_size_bytes(1 << 20);
+    req.set_mode(v1::VOLUME_MODE_BLOCK);
+    req.set_volume_uid(kUid);
+    for (int i = 0; i < 65; ++i) (*req.mutable_parameters())["p" + std::to_string(i)] = "v";
+    v1::CreateVolumeResponse resp;
+    expect_invalid(stub_->CreateVolume(&ctx, req, &resp), "parameters has 65 entries");
+    EXPECT_FALSE(fs::exists(tmp_.Sub("pools/demo/pvc-x.img")));
+  }
   {
     grpc::ClientContext ctx;
     v1::ApplyExportRequest req;  // no spec
