@@ -58,19 +58,28 @@ class AgentGrpcTest : public ::testing::Test {
     agent_->Stop();
   }
 
-  grpc::Status Create(const std::string& name, const std::string& uid = kUid,
-                      v1::CreateVolumeResponse* out = nullptr) {
-    grpc::ClientContext ctx;
+  static v1::CreateVolumeRequest CreateRequest(const std::string& name,
+                                               const std::string& uid = kUid) {
     v1::CreateVolumeRequest req;
     req.set_pool("demo");
     req.set_name(name);
     req.set_size_bytes(64LL << 20);
     req.set_mode(v1::VOLUME_MODE_BLOCK);
     req.set_volume_uid(uid);
+    return req;
+  }
+
+  grpc::Status Send(const v1::CreateVolumeRequest& req, v1::CreateVolumeResponse* out = nullptr) {
+    grpc::ClientContext ctx;
     v1::CreateVolumeResponse resp;
     auto s = stub_->CreateVolume(&ctx, req, &resp);
     if (out != nullptr) *out = resp;
     return s;
+  }
+
+  grpc::Status Create(const std::string& name, const std::string& uid = kUid,
+                      v1::CreateVolumeResponse* out = nullptr) {
+    return Send(CreateRequest(name, uid), out);
   }
 
   grpc::Status Expand(const std::string& id, int64_t size, const std::string& uid) {
@@ -229,15 +238,10 @@ TEST_F(AgentGrpcTest, StorageNotMarkedAsPillarsIsNeverAdoptedOrTouched) {
     std::string now((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     return now == data;
   };
-  grpc::ClientContext ctx;
-  v1::CreateVolumeRequest req;
-  req.set_pool("demo");
-  req.set_name("precious");
+  v1::CreateVolumeRequest req = CreateRequest("precious");
   req.set_size_bytes(1 << 20);
-  req.set_mode(v1::VOLUME_MODE_BLOCK);
-  req.set_volume_uid(kUid);
   v1::CreateVolumeResponse created;
-  auto s = stub_->CreateVolume(&ctx, req, &created);
+  auto s = Send(req, &created);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::ALREADY_EXISTS) << s.error_message();
   EXPECT_NE(s.error_message().find("file pool demo: precious.img exists and is not pillar's"),
             std::string::npos)
@@ -268,9 +272,8 @@ TEST_F(AgentGrpcTest, StorageNotMarkedAsPillarsIsNeverAdoptedOrTouched) {
   // The explicit import: marks it as kUid's, data intact; then another
   // lifecycle can neither adopt, grow, export nor delete it.
   {
-    grpc::ClientContext ictx;
     req.set_import_existing(true);
-    auto is = stub_->CreateVolume(&ictx, req, &created);
+    auto is = Send(req, &created);
     ASSERT_TRUE(is.ok()) << is.error_message();
     EXPECT_EQ(created.volume().owner_uid(), kUid);
     EXPECT_TRUE(unchanged());
@@ -290,9 +293,8 @@ TEST_F(AgentGrpcTest, StorageNotMarkedAsPillarsIsNeverAdoptedOrTouched) {
   }
   // Importing what does not exist creates nothing.
   {
-    grpc::ClientContext ictx;
     req.set_name("absent");
-    EXPECT_EQ(stub_->CreateVolume(&ictx, req, &created).error_code(), grpc::StatusCode::NOT_FOUND);
+    EXPECT_EQ(Send(req).error_code(), grpc::StatusCode::NOT_FOUND);
     EXPECT_FALSE(fs::exists(tmp_.Sub("pools/demo/absent.img")));
   }
 }
@@ -345,16 +347,9 @@ TEST_F(AgentGrpcTest, BadInputIsRefusedByFieldAndChangesNothing) {
   expect_invalid(Apply("demo/pvc-1", 1, std::vector<std::string>(1025, kHostA)),
                  "allowedHosts has 1025 entries; at most 1024");
   {
-    grpc::ClientContext ctx;
-    v1::CreateVolumeRequest req;
-    req.set_pool("demo");
-    req.set_name("pvc-x");
-    req.set_size_bytes(1 << 20);
-    req.set_mode(v1::VOLUME_MODE_BLOCK);
-    req.set_volume_uid(kUid);
+    v1::CreateVolumeRequest req = CreateRequest("pvc-x");
     for (int i = 0; i < 65; ++i) (*req.mutable_parameters())["p" + std::to_string(i)] = "v";
-    v1::CreateVolumeResponse resp;
-    expect_invalid(stub_->CreateVolume(&ctx, req, &resp), "parameters has 65 entries");
+    expect_invalid(Send(req), "parameters has 65 entries");
     EXPECT_FALSE(fs::exists(tmp_.Sub("pools/demo/pvc-x.img")));
   }
   {
