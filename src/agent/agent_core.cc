@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "common/caps.h"
 #include "common/log.h"
 #include "common/uuid.h"
 #include "common/validate.h"
@@ -83,6 +84,7 @@ std::shared_ptr<std::mutex> AgentCore::VolumeLock(const std::string& agent_volum
 }
 
 Status AgentCore::ValidateHosts(Protocol protocol, const std::vector<std::string>& hosts) {
+  RETURN_IF_ERROR(caps::CheckCount("allowedHosts", "allowed_hosts", hosts.size()));
   for (size_t i = 0; i < hosts.size(); ++i) {
     std::string field = "allowedHosts[" + std::to_string(i) + "]";
     switch (protocol) {
@@ -133,13 +135,26 @@ AgentInfo AgentCore::Info() {
   return info;
 }
 
+Status AgentCore::AdoptLegacy(Backend& backend, const std::string& agent_volume_id,
+                              BackendVolume& vol, const std::optional<Mark>& fence,
+                              const std::string& volume_uid) {
+  if (!vol.owner_uid.empty() || !fence || fence->volume_uid != volume_uid) return Status::Ok();
+  RETURN_IF_ERROR(backend.SetOwner(vol.name, volume_uid));
+  vol.owner_uid = volume_uid;
+  log::Warn("marked a volume made before ownership marks, vouched for by its fencing mark",
+            {{"volume", agent_volume_id}, {"uid", volume_uid}});
+  return Status::Ok();
+}
+
 StatusOr<VolumeInfo> AgentCore::CreateVolume(const std::string& pool, const std::string& name,
                                              int64_t size_bytes, VolumeMode mode,
                                              const std::string& volume_uid,
-                                             const std::map<std::string, std::string>& params) {
+                                             const std::map<std::string, std::string>& params,
+                                             bool import_existing) {
   RETURN_IF_ERROR(validate::PoolName("pool", pool));
   RETURN_IF_ERROR(validate::VolumeName("name", name));
   RETURN_IF_ERROR(validate::Uuid("volumeUid", volume_uid));
+  RETURN_IF_ERROR(caps::CheckCount("parameters", "parameters", params.size()));
   if (size_bytes <= 0) {
     return InvalidArgument("sizeBytes " + std::to_string(size_bytes) + " must be positive");
   }
@@ -149,37 +164,60 @@ StatusOr<VolumeInfo> AgentCore::CreateVolume(const std::string& pool, const std:
   std::lock_guard<std::mutex> guard(*lock);
 
   ASSIGN_OR_RETURN(auto mark, marks_.Get(id));
+  auto existing = backend->Get(name);
+  // FAILED_PRECONDITION: something that is no volume holds the name (an LV
+  // of another type); backend->Create refuses it below.
+  bool taken = existing.ok() || existing.status().code() == Code::kFailedPrecondition;
+  if (!taken && existing.status().code() != Code::kNotFound) return existing.status();
   if (mark && mark->volume_uid != volume_uid) {
-    auto existing = backend->Get(name);
-    if (existing.ok()) {
+    if (taken) {
       return AlreadyExists("volume " + id + " exists and belongs to lifecycle " + mark->volume_uid +
                            ", not " + volume_uid);
     }
-    if (existing.status().code() != Code::kNotFound) return existing.status();
     // The storage is gone: the mark outlived an interrupted delete.
     RETURN_IF_ERROR(marks_.Remove(id, mark->volume_uid));
     log::Warn("removed stale fencing mark of a deleted volume",
               {{"volume", id}, {"uid", mark->volume_uid}});
+    mark.reset();
   }
-  ASSIGN_OR_RETURN(BackendVolume vol, backend->Create(name, size_bytes, mode, params));
+  if (existing.ok()) {
+    RETURN_IF_ERROR(AdoptLegacy(*backend, id, *existing, mark, volume_uid));
+    if (import_existing && existing->owner_uid.empty()) {
+      RETURN_IF_ERROR(backend->SetOwner(name, volume_uid));
+      log::Warn("imported existing storage on request (CreateVolume import=true)",
+                {{"volume", id}, {"uid", volume_uid}, {"sizeBytes", existing->size_bytes}});
+    }
+  } else if (import_existing && !taken) {
+    return NotFound("volume " + id + " does not exist on agent " + options_.node_name +
+                    "; import=true adopts existing storage and never creates any");
+  }
+  // Refuses (ALREADY_EXISTS) an existing object that is not volume_uid's.
+  ASSIGN_OR_RETURN(BackendVolume vol, backend->Create(name, size_bytes, mode, params, volume_uid));
   RETURN_IF_ERROR(marks_.Reset(id, volume_uid));
   log::Info("volume ready", {{"volume", id}, {"sizeBytes", vol.size_bytes}});
   return VolumeInfo{id, pool, backend->kind(), std::move(vol), volume_uid};
 }
 
-StatusOr<VolumeInfo> AgentCore::ExpandVolume(const std::string& agent_volume_id,
-                                             int64_t size_bytes) {
+StatusOr<VolumeInfo> AgentCore::ExpandVolume(const std::string& agent_volume_id, int64_t size_bytes,
+                                             const std::string& volume_uid) {
   ASSIGN_OR_RETURN(Split split, SplitId(agent_volume_id));
+  RETURN_IF_ERROR(validate::Uuid("volumeUid", volume_uid));
   if (size_bytes <= 0) {
     return InvalidArgument("sizeBytes " + std::to_string(size_bytes) + " must be positive");
   }
   ASSIGN_OR_RETURN(Backend * backend, FindPool(split.pool));
   auto lock = VolumeLock(agent_volume_id);
   std::lock_guard<std::mutex> guard(*lock);
-  ASSIGN_OR_RETURN(BackendVolume vol, backend->Expand(split.name, size_bytes));
   ASSIGN_OR_RETURN(auto mark, marks_.Get(agent_volume_id));
-  return VolumeInfo{agent_volume_id, split.pool, backend->kind(), std::move(vol),
-                    mark ? mark->volume_uid : ""};
+  if (mark && mark->volume_uid != volume_uid) {
+    return FailedPrecondition("volume " + agent_volume_id + " belongs to lifecycle " +
+                              mark->volume_uid + "; refusing to expand it for " + volume_uid);
+  }
+  ASSIGN_OR_RETURN(BackendVolume existing, backend->Get(split.name));
+  RETURN_IF_ERROR(AdoptLegacy(*backend, agent_volume_id, existing, mark, volume_uid));
+  // Refuses (FAILED_PRECONDITION) storage that is not volume_uid's.
+  ASSIGN_OR_RETURN(BackendVolume vol, backend->Expand(split.name, size_bytes, volume_uid));
+  return VolumeInfo{agent_volume_id, split.pool, backend->kind(), std::move(vol), volume_uid};
 }
 
 Status AgentCore::DeleteVolume(const std::string& agent_volume_id, const std::string& volume_uid) {
@@ -193,6 +231,19 @@ Status AgentCore::DeleteVolume(const std::string& agent_volume_id, const std::st
     return Aborted("volume " + agent_volume_id + " belongs to lifecycle " + mark->volume_uid +
                    "; refusing to delete it for " + volume_uid);
   }
+  auto existing = backend->Get(split.name);
+  if (!existing.ok() && existing.status().code() != Code::kNotFound) return existing.status();
+  if (existing.ok()) {
+    // Checked before anything else, so a refusal leaves the exports alone too.
+    RETURN_IF_ERROR(AdoptLegacy(*backend, agent_volume_id, *existing, mark, volume_uid));
+    if (existing->owner_uid != volume_uid) {
+      return FailedPrecondition(
+          "volume " + agent_volume_id + " is " +
+          (existing->owner_uid.empty() ? std::string("not pillar's (no ownership mark)")
+                                       : "lifecycle " + existing->owner_uid + "'s") +
+          "; refusing to delete it for lifecycle " + volume_uid + ", nothing was changed");
+    }
+  }
   for (auto& [protocol, exporter] : exporters_) {
     ASSIGN_OR_RETURN(auto actual, exporter->Get(agent_volume_id));
     if (actual) {
@@ -201,7 +252,8 @@ Status AgentCore::DeleteVolume(const std::string& agent_volume_id, const std::st
     }
   }
   RETURN_IF_ERROR(backend->Unexpose(split.name));
-  RETURN_IF_ERROR(backend->Delete(split.name));
+  // Refuses (FAILED_PRECONDITION) storage that is not volume_uid's.
+  RETURN_IF_ERROR(backend->Delete(split.name, volume_uid));
   if (mark) RETURN_IF_ERROR(marks_.Remove(agent_volume_id, volume_uid));
   log::Info("volume deleted", {{"volume", agent_volume_id}});
   return Status::Ok();
@@ -256,6 +308,12 @@ StatusOr<ExportReport> AgentCore::ApplyExport(const std::string& agent_volume_id
                     options_.node_name + "; an export is never a reason to create storage");
   }
   if (!vol.ok()) return vol.status();
+  // Unmarked storage may be a volume of a pillar older than the marks, and
+  // an export deletes nothing: only another lifecycle's mark is refused.
+  if (!vol->owner_uid.empty() && vol->owner_uid != fence.volume_uid) {
+    return FailedPrecondition("volume " + agent_volume_id + " is marked as lifecycle " +
+                              vol->owner_uid + "'s; refusing to export it for " + fence.volume_uid);
+  }
   if (vol->mode != ModeFor(protocol)) {
     return FailedPrecondition("volume " + agent_volume_id + " is a " + VolumeModeName(vol->mode) +
                               " volume; " + ProtocolName(protocol) + " serves " +

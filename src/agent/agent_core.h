@@ -75,11 +75,19 @@ class AgentCore {
 
   AgentInfo Info();
 
+  // Storage ownership (backends/backend.h): Create adopts an existing object
+  // only when it is marked as volume_uid's; `import_existing` marks an
+  // existing unmarked object instead of creating one (logged; a missing one
+  // is NOT_FOUND). Expand and Delete act only on volume_uid's storage. An
+  // object of a pillar older than the marks carries none: the agent's
+  // fencing mark of the same uid vouches for it, and it is marked then.
   StatusOr<VolumeInfo> CreateVolume(const std::string& pool, const std::string& name,
                                     int64_t size_bytes, VolumeMode mode,
                                     const std::string& volume_uid,
-                                    const std::map<std::string, std::string>& params);
-  StatusOr<VolumeInfo> ExpandVolume(const std::string& agent_volume_id, int64_t size_bytes);
+                                    const std::map<std::string, std::string>& params,
+                                    bool import_existing = false);
+  StatusOr<VolumeInfo> ExpandVolume(const std::string& agent_volume_id, int64_t size_bytes,
+                                    const std::string& volume_uid);
   Status DeleteVolume(const std::string& agent_volume_id, const std::string& volume_uid);
   StatusOr<std::vector<VolumeInfo>> ListVolumes(const std::string& pool);
   StatusOr<std::vector<PoolInfo>> Capacity(const std::string& pool);
@@ -113,6 +121,11 @@ class AgentCore {
   Status EnsureTargetLoaded(Exporter& exporter);
   StatusOr<ExportReport> Describe(Protocol protocol, ActualExport actual);
   Status ValidateHosts(Protocol protocol, const std::vector<std::string>& hosts);
+  // Marks `vol` as volume_uid's when it carries no ownership mark and the
+  // fencing mark `fence` (read under the volume lock) is volume_uid's: a
+  // volume made by a pillar older than the marks. Anything else: no change.
+  Status AdoptLegacy(Backend& backend, const std::string& agent_volume_id, BackendVolume& vol,
+                     const std::optional<Mark>& fence, const std::string& volume_uid);
 
   AgentCoreOptions options_;
   FencingMarks& marks_;

@@ -55,6 +55,7 @@ void FillVolume(const VolumeInfo& in, v1::Volume* out) {
   out->set_device_path(in.volume.device_path);
   out->set_export_path(in.volume.export_path);
   out->set_volume_uid(in.volume_uid);
+  out->set_owner_uid(in.volume.owner_uid);
 }
 
 void FillPool(const PoolInfo& in, v1::Pool* out) {
@@ -113,7 +114,7 @@ grpc::Status AgentService::CreateVolume(grpc::ServerContext* ctx,
   if (!mode.ok()) return Reply(ctx, mode.status());
   std::map<std::string, std::string> params(req->parameters().begin(), req->parameters().end());
   auto vol = core_.CreateVolume(req->pool(), req->name(), req->size_bytes(), *mode,
-                                req->volume_uid(), params);
+                                req->volume_uid(), params, req->import_existing());
   if (!vol.ok()) return Reply(ctx, vol.status());
   FillVolume(*vol, resp->mutable_volume());
   return grpc::Status::OK;
@@ -122,7 +123,7 @@ grpc::Status AgentService::CreateVolume(grpc::ServerContext* ctx,
 grpc::Status AgentService::ExpandVolume(grpc::ServerContext* ctx,
                                         const v1::ExpandVolumeRequest* req,
                                         v1::ExpandVolumeResponse* resp) {
-  auto vol = core_.ExpandVolume(req->agent_volume_id(), req->size_bytes());
+  auto vol = core_.ExpandVolume(req->agent_volume_id(), req->size_bytes(), req->volume_uid());
   if (!vol.ok()) return Reply(ctx, vol.status());
   FillVolume(*vol, resp->mutable_volume());
   return grpc::Status::OK;

@@ -5,6 +5,7 @@
 #include "common/grpc_status.h"
 #include "common/log.h"
 #include "common/protocol_proto.h"
+#include "common/request_caps.h"
 #include "common/validate.h"
 
 namespace pillar::controller {
@@ -89,7 +90,8 @@ StatusOr<CreateParams> ParseCreateParameters(
   };
   for (const auto& [k, v] : p) {
     static const std::set<std::string> kKnown = {
-        "agent", "pool", "protocol", "acl", "port", "bindAddress", "fsType", "inCapsuleDataSize"};
+        "agent",       "pool",   "protocol",          "acl",   "port",
+        "bindAddress", "fsType", "inCapsuleDataSize", "import"};
     if (kKnown.count(k) == 0 && k.rfind("backend.", 0) != 0 &&
         k.rfind("csi.storage.k8s.io/", 0) != 0) {
       return InvalidArgument("parameters." + k + " is not a pillar parameter");
@@ -127,6 +129,11 @@ StatusOr<CreateParams> ParseCreateParameters(
   if (!out.fs_type.empty() && out.fs_type != "ext4" && out.fs_type != "xfs") {
     return InvalidArgument("parameters.fsType \"" + out.fs_type + "\" must be ext4 or xfs");
   }
+  std::string import = get("import");
+  if (!import.empty() && import != "true" && import != "false") {
+    return InvalidArgument("parameters.import \"" + import + "\" must be true or false");
+  }
+  out.import_existing = import == "true";
   std::string ics = get("inCapsuleDataSize");
   if (!ics.empty()) {
     if (out.protocol != Protocol::kNvmeofTcp) {
@@ -235,6 +242,7 @@ StatusOr<store::Object> CsiController::MutateStatus(
 grpc::Status CsiController::CreateVolume(grpc::ServerContext*,
                                          const csi::v1::CreateVolumeRequest* req,
                                          csi::v1::CreateVolumeResponse* resp) {
+  if (Status caps = CheckRequestCaps(*req); !caps.ok()) return ToGrpc(caps);
   return Reply(DoCreate(*req, resp->mutable_volume()));
 }
 
@@ -390,6 +398,7 @@ Status CsiController::DoCreate(const csi::v1::CreateVolumeRequest& req, csi::v1:
   creq.set_mode(params.protocol == Protocol::kNfs ? av1::VOLUME_MODE_FILESYSTEM
                                                   : av1::VOLUME_MODE_BLOCK);
   creq.set_volume_uid(obj.uid);
+  creq.set_import_existing(params.import_existing);
   for (const auto& [k, v] : params.backend_params) (*creq.mutable_parameters())[k] = v;
   ASSIGN_OR_RETURN(auto created, client->CreateVolume(creq));
   int64_t actual_size = created.volume().size_bytes();
@@ -415,6 +424,7 @@ Status CsiController::DoCreate(const csi::v1::CreateVolumeRequest& req, csi::v1:
 grpc::Status CsiController::DeleteVolume(grpc::ServerContext*,
                                          const csi::v1::DeleteVolumeRequest* req,
                                          csi::v1::DeleteVolumeResponse*) {
+  if (Status caps = CheckRequestCaps(*req); !caps.ok()) return ToGrpc(caps);
   return Reply(DoDelete(req->volume_id()));
 }
 
@@ -465,6 +475,7 @@ Status CsiController::DoDelete(const std::string& volume_id) {
 grpc::Status CsiController::ControllerPublishVolume(
     grpc::ServerContext*, const csi::v1::ControllerPublishVolumeRequest* req,
     csi::v1::ControllerPublishVolumeResponse* resp) {
+  if (Status caps = CheckRequestCaps(*req); !caps.ok()) return ToGrpc(caps);
   return Reply(DoPublish(*req, resp));
 }
 
@@ -544,6 +555,7 @@ Status CsiController::DoPublish(const csi::v1::ControllerPublishVolumeRequest& r
 grpc::Status CsiController::ControllerUnpublishVolume(
     grpc::ServerContext*, const csi::v1::ControllerUnpublishVolumeRequest* req,
     csi::v1::ControllerUnpublishVolumeResponse*) {
+  if (Status caps = CheckRequestCaps(*req); !caps.ok()) return ToGrpc(caps);
   return Reply(DoUnpublish(req->volume_id(), req->node_id()));
 }
 
@@ -606,6 +618,7 @@ Status CsiController::DoUnpublish(const std::string& volume_id, const std::strin
 grpc::Status CsiController::ValidateVolumeCapabilities(
     grpc::ServerContext*, const csi::v1::ValidateVolumeCapabilitiesRequest* req,
     csi::v1::ValidateVolumeCapabilitiesResponse* resp) {
+  if (Status caps = CheckRequestCaps(*req); !caps.ok()) return ToGrpc(caps);
   if (req->volume_id().empty()) return Reply(InvalidArgument("volume_id is required"));
   if (req->volume_capabilities().empty()) {
     return Reply(InvalidArgument("volume_capabilities is required"));
@@ -637,6 +650,7 @@ grpc::Status CsiController::ValidateVolumeCapabilities(
 grpc::Status CsiController::ListVolumes(grpc::ServerContext*,
                                         const csi::v1::ListVolumesRequest* req,
                                         csi::v1::ListVolumesResponse* resp) {
+  if (Status caps = CheckRequestCaps(*req); !caps.ok()) return ToGrpc(caps);
   if (req->max_entries() < 0) return Reply(InvalidArgument("max_entries must be >= 0"));
   // From the reconciler's watch-fed cache once it runs: listing every volume
   // costs the store nothing. Single-volume reads go to the store (read your
@@ -683,6 +697,7 @@ grpc::Status CsiController::ListVolumes(grpc::ServerContext*,
 grpc::Status CsiController::ControllerGetVolume(grpc::ServerContext*,
                                                 const csi::v1::ControllerGetVolumeRequest* req,
                                                 csi::v1::ControllerGetVolumeResponse* resp) {
+  if (Status caps = CheckRequestCaps(*req); !caps.ok()) return ToGrpc(caps);
   if (req->volume_id().empty()) return Reply(InvalidArgument("volume_id is required"));
   auto obj = GetVolume(store_, req->volume_id());
   if (!obj.ok()) return Reply(obj.status());
@@ -702,6 +717,7 @@ grpc::Status CsiController::ControllerGetVolume(grpc::ServerContext*,
 grpc::Status CsiController::GetCapacity(grpc::ServerContext*,
                                         const csi::v1::GetCapacityRequest* req,
                                         csi::v1::GetCapacityResponse* resp) {
+  if (Status caps = CheckRequestCaps(*req); !caps.ok()) return ToGrpc(caps);
   auto agent = req->parameters().find("agent");
   auto pool = req->parameters().find("pool");
   if (agent == req->parameters().end() && pool == req->parameters().end()) {
@@ -757,6 +773,7 @@ grpc::Status CsiController::ControllerGetCapabilities(
 grpc::Status CsiController::ControllerExpandVolume(
     grpc::ServerContext*, const csi::v1::ControllerExpandVolumeRequest* req,
     csi::v1::ControllerExpandVolumeResponse* resp) {
+  if (Status caps = CheckRequestCaps(*req); !caps.ok()) return ToGrpc(caps);
   return Reply(DoExpand(*req, resp));
 }
 
@@ -777,6 +794,7 @@ Status CsiController::DoExpand(const csi::v1::ControllerExpandVolumeRequest& req
     av1::ExpandVolumeRequest ereq;
     ereq.set_agent_volume_id(v.spec.agent_volume_id);
     ereq.set_size_bytes(size);
+    ereq.set_volume_uid(obj.uid);
     ASSIGN_OR_RETURN(auto expanded, client->ExpandVolume(ereq));
     actual = expanded.volume().size_bytes();
     RETURN_IF_ERROR(MutateStatus(req.volume_id(), [&](api::VolumeStatus& s) {

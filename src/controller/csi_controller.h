@@ -101,6 +101,9 @@ struct CreateParams {
   std::string fs_type;
   std::optional<int64_t> in_capsule_data_size;
   std::map<std::string, std::string> backend_params;
+  // parameters.import=true: adopt existing, unmarked storage of the volume's
+  // name on the agent instead of creating it (recorded in spec.parameters).
+  bool import_existing = false;
 };
 StatusOr<CreateParams> ParseCreateParameters(
     const google::protobuf::Map<std::string, std::string>& p);

@@ -4,6 +4,7 @@
 
 #include "common/grpc_status.h"
 #include "common/log.h"
+#include "common/request_caps.h"
 
 namespace pillar::node {
 namespace {
@@ -85,6 +86,7 @@ grpc::Status CsiNodeIdentity::Probe(grpc::ServerContext*, const csi::v1::ProbeRe
 grpc::Status CsiNode::NodeStageVolume(grpc::ServerContext*,
                                       const csi::v1::NodeStageVolumeRequest* req,
                                       csi::v1::NodeStageVolumeResponse*) {
+  if (Status caps = CheckRequestCaps(*req); !caps.ok()) return ToGrpc(caps);
   auto run = [&]() -> Status {
     if (req->volume_id().empty()) return InvalidArgument("volume_id is required");
     if (req->staging_target_path().empty()) {
@@ -108,6 +110,7 @@ grpc::Status CsiNode::NodeStageVolume(grpc::ServerContext*,
 grpc::Status CsiNode::NodeUnstageVolume(grpc::ServerContext*,
                                         const csi::v1::NodeUnstageVolumeRequest* req,
                                         csi::v1::NodeUnstageVolumeResponse*) {
+  if (Status caps = CheckRequestCaps(*req); !caps.ok()) return ToGrpc(caps);
   auto run = [&]() -> Status {
     if (req->volume_id().empty()) return InvalidArgument("volume_id is required");
     if (req->staging_target_path().empty()) {
@@ -121,6 +124,7 @@ grpc::Status CsiNode::NodeUnstageVolume(grpc::ServerContext*,
 grpc::Status CsiNode::NodePublishVolume(grpc::ServerContext*,
                                         const csi::v1::NodePublishVolumeRequest* req,
                                         csi::v1::NodePublishVolumeResponse*) {
+  if (Status caps = CheckRequestCaps(*req); !caps.ok()) return ToGrpc(caps);
   auto run = [&]() -> Status {
     if (req->volume_id().empty()) return InvalidArgument("volume_id is required");
     if (req->staging_target_path().empty()) {
@@ -144,6 +148,7 @@ grpc::Status CsiNode::NodePublishVolume(grpc::ServerContext*,
 grpc::Status CsiNode::NodeUnpublishVolume(grpc::ServerContext*,
                                           const csi::v1::NodeUnpublishVolumeRequest* req,
                                           csi::v1::NodeUnpublishVolumeResponse*) {
+  if (Status caps = CheckRequestCaps(*req); !caps.ok()) return ToGrpc(caps);
   auto run = [&]() -> Status {
     if (req->volume_id().empty()) return InvalidArgument("volume_id is required");
     if (req->target_path().empty()) return InvalidArgument("target_path is required");
@@ -155,6 +160,7 @@ grpc::Status CsiNode::NodeUnpublishVolume(grpc::ServerContext*,
 grpc::Status CsiNode::NodeGetVolumeStats(grpc::ServerContext*,
                                          const csi::v1::NodeGetVolumeStatsRequest* req,
                                          csi::v1::NodeGetVolumeStatsResponse* resp) {
+  if (Status caps = CheckRequestCaps(*req); !caps.ok()) return ToGrpc(caps);
   auto run = [&]() -> Status {
     if (req->volume_id().empty()) return InvalidArgument("volume_id is required");
     if (req->volume_path().empty()) return InvalidArgument("volume_path is required");
@@ -183,6 +189,7 @@ grpc::Status CsiNode::NodeGetVolumeStats(grpc::ServerContext*,
 grpc::Status CsiNode::NodeExpandVolume(grpc::ServerContext*,
                                        const csi::v1::NodeExpandVolumeRequest* req,
                                        csi::v1::NodeExpandVolumeResponse* resp) {
+  if (Status caps = CheckRequestCaps(*req); !caps.ok()) return ToGrpc(caps);
   auto run = [&]() -> Status {
     if (req->volume_id().empty()) return InvalidArgument("volume_id is required");
     if (req->volume_path().empty()) return InvalidArgument("volume_path is required");

@@ -1,5 +1,11 @@
 #include "node/format.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
 #include "common/log.h"
 #include "node/attach/sysfs_util.h"
 
@@ -8,7 +14,34 @@ namespace {
 
 constexpr int kBlkidNothingFound = 2;
 
+class FdClaim : public DeviceClaimer::Claim {
+ public:
+  explicit FdClaim(int fd) : fd_(fd) {}
+  ~FdClaim() override { close(fd_); }
+  FdClaim(const FdClaim&) = delete;
+  FdClaim& operator=(const FdClaim&) = delete;
+
+ private:
+  int fd_;
+};
+
 }  // namespace
+
+StatusOr<std::unique_ptr<DeviceClaimer::Claim>> PosixDeviceClaimer::ClaimExclusive(
+    const std::string& device) {
+  int fd = open(device.c_str(), O_RDONLY | O_EXCL | O_CLOEXEC);
+  if (fd < 0) {
+    int err = errno;
+    std::string why = std::strerror(err);
+    if (err == EBUSY) {
+      return FailedPrecondition(device + " is in use (mounted or held by another program): " + why +
+                                "; it is not formatted");
+    }
+    if (err == ENOENT) return NotFound(device + " does not exist");
+    return Internal("open " + device + " exclusively: " + why);
+  }
+  return std::unique_ptr<Claim>(std::make_unique<FdClaim>(fd));
+}
 
 std::map<std::string, std::string> ParseBlkidExport(std::string_view text) {
   std::map<std::string, std::string> out;
@@ -57,8 +90,22 @@ StatusOr<ProbeResult> DeviceFormatter::Probe(const std::string& device) {
 }
 
 Command DeviceFormatter::MkfsCommand(const std::string& device, const std::string& fs_type) {
-  // No -F / -f: should a signature appear after the probe, mkfs refuses too.
+  // No -f: mkfs.xfs then refuses a device with any signature. mke2fs has
+  // no such switch, and -F would only widen what it accepts.
   return Command{{"mkfs." + fs_type, device}, {}, std::chrono::minutes(10)};
+}
+
+Status DeviceFormatter::FormatBlank(const std::string& device, const std::string& fs_type) {
+  {
+    ASSIGN_OR_RETURN(std::unique_ptr<DeviceClaimer::Claim> claim, claimer_.ClaimExclusive(device));
+    ASSIGN_OR_RETURN(ProbeResult again, Probe(device));
+    if (again.kind != ProbeResult::Kind::kBlank) {
+      return FailedPrecondition(device + " was blank and now holds " + again.type +
+                                "; something wrote to it meanwhile, so it is not formatted");
+    }
+  }  // mkfs claims the device itself: ours must be gone first.
+  log::Info("formatting blank device", {{"device", device}, {"fsType", fs_type}});
+  return exec_.RunOk(MkfsCommand(device, fs_type));
 }
 
 StatusOr<std::string> DeviceFormatter::EnsureFilesystem(const std::string& device,
@@ -70,8 +117,7 @@ StatusOr<std::string> DeviceFormatter::EnsureFilesystem(const std::string& devic
   switch (probe.kind) {
     case ProbeResult::Kind::kBlank: {
       std::string want = fs_type.empty() ? "ext4" : fs_type;
-      log::Info("formatting blank device", {{"device", device}, {"fsType", want}});
-      RETURN_IF_ERROR(exec_.RunOk(MkfsCommand(device, want)));
+      RETURN_IF_ERROR(FormatBlank(device, want));
       return want;
     }
     case ProbeResult::Kind::kFilesystem:

@@ -145,7 +145,8 @@ int Run(int argc, char** argv) {
   NvmeAttacher nvme(exec, fs, clock, sysfs_root, id_opts.host_nqn_file, attach_opts);
   IscsiAttacher iscsi(exec, fs, clock, sysfs_root, attach_opts);
   NfsMounter nfs(exec);
-  DeviceFormatter formatter(exec);
+  PosixDeviceClaimer claimer;
+  DeviceFormatter formatter(exec, claimer);
   StageRecordStore records(fs, JoinPath(state_dir, "volumes"));
   if (Status s = records.Init(); !s.ok()) return daemon.Fail(s);
   NamedLocks volume_locks, connection_locks;

@@ -221,6 +221,41 @@ TEST_F(CsiControllerTest, CreateVolumeRecordsTheExportSpecAndAnswersOnlyOnceExpo
             grpc::StatusCode::ALREADY_EXISTS);
 }
 
+// Issue 11: every repeated field of a request is capped, refused by name
+// before anything is recorded; parameters.import must be a boolean.
+TEST_F(CsiControllerTest, RequestsOverTheCapsOrWithABadImportAreRefusedAndRecordNothing) {
+  csi::v1::CreateVolumeRequest req;
+  req.set_name("pvc-capped");
+  req.mutable_capacity_range()->set_required_bytes(kGiB);
+  *req.add_volume_capabilities() = Capability();
+  (*req.mutable_parameters())["agent"] = kAgentRef;
+  (*req.mutable_parameters())["pool"] = "tank";
+  (*req.mutable_parameters())["protocol"] = "nvmeof-tcp";
+  auto expect_invalid = [&](const std::string& field) {
+    csi::v1::CreateVolumeResponse resp;
+    grpc::Status s = csi_->CreateVolume(nullptr, &req, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+    EXPECT_NE(s.error_message().find(field), std::string::npos) << s.error_message();
+    EXPECT_EQ(store().Get(api::kKindVolume, "pvc-capped").status().code(), Code::kNotFound);
+  };
+  (*req.mutable_parameters())["import"] = "yes";
+  expect_invalid("parameters.import");
+  req.mutable_parameters()->erase("import");
+  for (int i = 0; i < 63; ++i) (*req.mutable_secrets())["k" + std::to_string(i)] = "v";
+  expect_invalid("secrets has 63 entries; at most 32");
+  req.clear_secrets();
+  for (int i = 0; i < 33; ++i) {
+    req.mutable_volume_capabilities(0)->mutable_mount()->add_mount_flags("noatime");
+  }
+  expect_invalid("volume_capabilities[0].mount.mount_flags has 33 entries");
+  req.mutable_volume_capabilities(0)->mutable_mount()->clear_mount_flags();
+  for (int i = 0; i < 17; ++i) *req.add_volume_capabilities() = Capability();
+  expect_invalid("volume_capabilities has 18 entries");
+  while (req.volume_capabilities_size() > 1) req.mutable_volume_capabilities()->RemoveLast();
+  for (int i = 0; i < 62; ++i) (*req.mutable_parameters())["backend.p" + std::to_string(i)] = "v";
+  expect_invalid("parameters has 65 entries; at most 64");
+}
+
 // Any CSI name of up to 128 bytes is taken (csi-sanity's carry upper-case hex):
 // a name that is not already a safe volume ID maps to one, always the same,
 // and a name whose ID is held by another name is ALREADY_EXISTS, never that

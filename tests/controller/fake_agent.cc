@@ -110,6 +110,12 @@ StatusOr<av1::ExpandVolumeResponse> FakeAgent::ExpandVolume(const av1::ExpandVol
   if (!s.ok()) return s;
   auto it = volumes_.find(r.agent_volume_id());
   if (it == volumes_.end()) return NotFound("volume " + r.agent_volume_id() + " does not exist");
+  // As the real agent: only the volume's own lifecycle may grow it.
+  auto mark = marks_.find(r.agent_volume_id());
+  if (mark != marks_.end() && mark->second.volume_uid() != r.volume_uid()) {
+    return FailedPrecondition("volume " + r.agent_volume_id() + " is not lifecycle " +
+                              r.volume_uid() + "'s");
+  }
   it->second.set_size_bytes(std::max(it->second.size_bytes(), r.size_bytes()));
   av1::ExpandVolumeResponse resp;
   *resp.mutable_volume() = it->second;

@@ -24,7 +24,7 @@ class NodeCsiTest : public ::testing::Test {
       : nvme_(exec_, fs_, clock_, tmp_.Sub("sys"), tmp_.Sub("hostnqn")),
         iscsi_(exec_, fs_, clock_, tmp_.Sub("sys")),
         nfs_(exec_),
-        formatter_(exec_),
+        formatter_(exec_, claimer_),
         records_(fs_, tmp_.Sub("state/volumes")),
         core_(NodeDeps{fs_, mounter_, Attachers{&nvme_, &iscsi_}, nfs_, formatter_, records_,
                        volume_locks_, connection_locks_, tmp_.Sub("sys")}),
@@ -47,6 +47,7 @@ class NodeCsiTest : public ::testing::Test {
   NvmeAttacher nvme_;
   IscsiAttacher iscsi_;
   NfsMounter nfs_;
+  testing::FakeDeviceClaimer claimer_;
   DeviceFormatter formatter_;
   StageRecordStore records_;
   NamedLocks volume_locks_, connection_locks_;
@@ -133,6 +134,29 @@ TEST_F(NodeCsiTest, MissingFieldsAreInvalidArgumentNamingTheField) {
   csi::v1::NodeExpandVolumeRequest expand;
   csi::v1::NodeExpandVolumeResponse expand_resp;
   ExpectInvalid(node_.NodeExpandVolume(nullptr, &expand, &expand_resp), "volume_id");
+  EXPECT_TRUE(exec_.calls().empty());
+}
+
+TEST_F(NodeCsiTest, RepeatedFieldsOverTheirCapsAreRefusedByName) {
+  csi::v1::NodeStageVolumeRequest stage;
+  csi::v1::NodeStageVolumeResponse stage_resp;
+  stage.set_volume_id("pvc-1");
+  stage.set_staging_target_path(tmp_.Sub("staging"));
+  *stage.mutable_volume_capability() = MountCap();
+  for (int i = 0; i < 33; ++i) (*stage.mutable_secrets())["k" + std::to_string(i)] = "v";
+  ExpectInvalid(node_.NodeStageVolume(nullptr, &stage, &stage_resp), "secrets has 33 entries");
+  stage.clear_secrets();
+  for (int i = 0; i < 65; ++i) (*stage.mutable_publish_context())["k" + std::to_string(i)] = "v";
+  ExpectInvalid(node_.NodeStageVolume(nullptr, &stage, &stage_resp), "publish_context");
+
+  csi::v1::NodePublishVolumeRequest pub;
+  csi::v1::NodePublishVolumeResponse pub_resp;
+  pub.set_volume_id("pvc-1");
+  *pub.mutable_volume_capability() = MountCap();
+  for (int i = 0; i < 33; ++i)
+    pub.mutable_volume_capability()->mutable_mount()->add_mount_flags("ro");
+  ExpectInvalid(node_.NodePublishVolume(nullptr, &pub, &pub_resp),
+                "volume_capability.mount.mount_flags");
   EXPECT_TRUE(exec_.calls().empty());
 }
 

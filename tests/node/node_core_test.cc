@@ -68,7 +68,7 @@ class Node {
       : nvme_(exec, fs_, clock_, root + "/sys", root + "/hostnqn", Opts()),
         iscsi_(exec, fs_, clock_, root + "/sys", Opts()),
         nfs_(exec),
-        formatter_(exec),
+        formatter_(exec, claimer_),
         records_(fs_, root + "/state/volumes"),
         core_(NodeDeps{fs_, mounter, Attachers{&nvme_, &iscsi_}, nfs_, formatter_, records_,
                        volume_locks_, connection_locks_, root + "/sys"}),
@@ -92,6 +92,7 @@ class Node {
   NvmeAttacher nvme_;
   IscsiAttacher iscsi_;
   NfsMounter nfs_;
+  testing::FakeDeviceClaimer claimer_;
   DeviceFormatter formatter_;
   StageRecordStore records_;
   NamedLocks volume_locks_, connection_locks_;
@@ -174,6 +175,8 @@ TEST_F(NodeCoreTest, StageConnectsFormatsTheBlankDeviceAndMounts) {
   EXPECT_EQ(exec_.CallLines(), (std::vector<std::string>{
                                    std::string("nvme connect -t tcp -a 10.0.0.1 -s 4420 -n ") +
                                        kNqn + " --hostnqn=" + kHostNqn,
+                                   "blkid -p -o export /dev/nvme0n1",
+                                   // probed again under the exclusive claim
                                    "blkid -p -o export /dev/nvme0n1", "mkfs.ext4 /dev/nvme0n1"}));
   ASSERT_EQ(mounter_.mount_calls.size(), 1u);
   EXPECT_EQ(mounter_.mount_calls[0].source, "/dev/nvme0n1");

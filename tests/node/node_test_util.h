@@ -9,15 +9,34 @@
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "common/clock.h"
+#include "node/format.h"
 #include "node/mounter.h"
 
 namespace pillar::node::testing {
+
+// Claims of fake devices: granted unless the device is listed as busy;
+// `on_claim` runs while a claim is held (to change the device under it).
+class FakeDeviceClaimer : public DeviceClaimer {
+ public:
+  StatusOr<std::unique_ptr<Claim>> ClaimExclusive(const std::string& device) override {
+    claimed.push_back(device);
+    if (busy.count(device) != 0) return FailedPrecondition(device + " is in use");
+    if (on_claim) on_claim(device);
+    return std::unique_ptr<Claim>(std::make_unique<Claim>());
+  }
+  std::set<std::string> busy;
+  std::vector<std::string> claimed;
+  std::function<void(const std::string&)> on_claim;
+};
 
 // Steady time moves only when someone sleeps, so deadline loops are exact.
 class FakeClock : public Clock {

@@ -23,6 +23,10 @@ struct BackendVolume {
   VolumeMode mode = VolumeMode::kBlock;
   std::string device_path;  // block mode: the device the exporters serve
   std::string export_path;  // filesystem mode: the directory NFS serves
+  // The lifecycle (pvst uid) whose storage this is, from the ownership mark
+  // the backend keeps on the object itself; empty when the object carries
+  // none (made by hand, or by a pillar older than the marks).
+  std::string owner_uid;
 };
 
 struct PoolCapacity {
@@ -38,20 +42,35 @@ class Backend {
   virtual std::string kind() const = 0;         // "file", "lvm", "lvm-thin", "zfs"
   virtual std::vector<VolumeMode> modes() const = 0;
 
-  // Creates the volume, or returns the existing one when it matches
+  // Ownership: everything a backend creates carries `owner_uid` (the pvst
+  // uid) on the object itself: an LV tag, a ZFS user property, a sidecar
+  // file. Create on an existing object, Expand and Delete act only on an
+  // object marked with the caller's uid; anything else is refused before a
+  // single change (Create: ALREADY_EXISTS; Expand, Delete: FAILED_PRECONDITION),
+  // so storage pillar did not make is never adopted, grown or removed.
+  // SetOwner is the one way to mark an existing object (an explicit import,
+  // or a volume of an older pillar that the agent's fencing mark vouches for).
+
+  // Creates the volume marked with owner_uid, or returns the existing one
+  // when it is marked with owner_uid and matches
   // (same mode, size >= requested). A mismatch is ALREADY_EXISTS. The size
   // may be rounded up to the backend's allocation unit; the result carries
   // the real size. `params` are backend parameters only: a key the backend
   // does not know is INVALID_ARGUMENT, never silently ignored.
   virtual StatusOr<BackendVolume> Create(const std::string& name, int64_t size_bytes,
                                          VolumeMode mode,
-                                         const std::map<std::string, std::string>& params) = 0;
+                                         const std::map<std::string, std::string>& params,
+                                         const std::string& owner_uid) = 0;
   // Grows to at least size_bytes (rounded up as Create rounds). A request
   // that rounds to the current size is a no-op, so a retry after a lost
   // reply succeeds; one below it is a shrink: OUT_OF_RANGE, nothing changes.
-  virtual StatusOr<BackendVolume> Expand(const std::string& name, int64_t size_bytes) = 0;
+  virtual StatusOr<BackendVolume> Expand(const std::string& name, int64_t size_bytes,
+                                         const std::string& owner_uid) = 0;
   // Deletes the volume; a missing volume is success.
-  virtual Status Delete(const std::string& name) = 0;
+  virtual Status Delete(const std::string& name, const std::string& owner_uid) = 0;
+  // Marks an existing, unmarked object as owner_uid's; the same mark is a
+  // no-op, another uid's mark ALREADY_EXISTS, a missing object NOT_FOUND.
+  virtual Status SetOwner(const std::string& name, const std::string& owner_uid) = 0;
   // NOT_FOUND when the volume does not exist.
   virtual StatusOr<BackendVolume> Get(const std::string& name) = 0;
   virtual StatusOr<std::vector<BackendVolume>> List() = 0;

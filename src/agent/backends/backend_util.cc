@@ -43,6 +43,40 @@ Status CheckExistingMatches(const std::string& volume_id, const BackendVolume& e
                        VolumeModeName(mode) + " of " + std::to_string(size_bytes) + " bytes");
 }
 
+Status CheckOwnerUid(const std::string& owner_uid) {
+  return validate::Uuid("volumeUid", owner_uid);
+}
+
+Status CheckCreateOwner(const std::string& object, const std::string& found,
+                        const std::string& owner_uid) {
+  if (found == owner_uid) return Status::Ok();
+  if (found.empty()) {
+    return AlreadyExists(object +
+                         " exists and is not pillar's (it carries no ownership mark); import it "
+                         "with the CreateVolume parameter import=true, or remove or rename it");
+  }
+  return AlreadyExists(object + " exists and belongs to lifecycle " + found + ", not " + owner_uid);
+}
+
+Status CheckOwner(const std::string& verb, const std::string& object, const std::string& found,
+                  const std::string& owner_uid) {
+  if (found == owner_uid) return Status::Ok();
+  return FailedPrecondition(
+      object + " is " +
+      (found.empty() ? "not pillar's (no ownership mark)" : "lifecycle " + found + "'s") +
+      "; refusing to " + verb + " it for lifecycle " + owner_uid + ", nothing was changed");
+}
+
+StatusOr<bool> NeedsOwnerMark(const std::string& object, const std::string& found,
+                              const std::string& owner_uid) {
+  if (found == owner_uid) return false;
+  if (!found.empty()) {
+    return AlreadyExists(object + " already belongs to lifecycle " + found +
+                         "; cannot mark it as " + owner_uid + "'s");
+  }
+  return true;
+}
+
 StatusOr<Growth> PlanExpand(const std::string& volume_id, int64_t current, int64_t target) {
   if (target == current) return Growth::kNone;
   if (target > current) return Growth::kGrow;

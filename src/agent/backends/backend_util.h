@@ -38,6 +38,23 @@ Status CheckParamKeys(const std::string& kind, const std::map<std::string, std::
 Status CheckExistingMatches(const std::string& volume_id, const BackendVolume& existing,
                             VolumeMode mode, int64_t size_bytes);
 
+// Ownership (see backend.h). `object` names what was found, e.g.
+// "file pool p: precious.img"; `found` is its mark's uid ("" when unmarked).
+// INVALID_ARGUMENT unless owner_uid is a UUID.
+Status CheckOwnerUid(const std::string& owner_uid);
+// Create found `object`: OK when it is owner_uid's, else ALREADY_EXISTS
+// naming it (and how to import it when it carries no mark at all).
+Status CheckCreateOwner(const std::string& object, const std::string& found,
+                        const std::string& owner_uid);
+// Expand or Delete (`verb`) of `object`: FAILED_PRECONDITION unless it is
+// marked with owner_uid.
+Status CheckOwner(const std::string& verb, const std::string& object, const std::string& found,
+                  const std::string& owner_uid);
+// SetOwner of `object`: true when the mark must be written, false when it
+// already is owner_uid's, ALREADY_EXISTS when it is another lifecycle's.
+StatusOr<bool> NeedsOwnerMark(const std::string& object, const std::string& found,
+                              const std::string& owner_uid);
+
 enum class Growth { kNone, kGrow };
 // Expand of a volume of `current` bytes to `target` (the request already
 // rounded up to the backend's allocation unit): kNone when equal, kGrow when

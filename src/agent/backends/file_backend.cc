@@ -46,36 +46,79 @@ std::string FileBackend::SidecarPath(const std::string& name) const {
   return JoinPath(JoinPath(dir_, kSidecarDir), name + ".json");
 }
 
-StatusOr<int64_t> FileBackend::ReadSidecar(const std::string& name) {
-  const std::string path = SidecarPath(name);
-  ASSIGN_OR_RETURN(std::string text, fs_.ReadFile(path));
+std::string FileBackend::Object(const std::string& name, VolumeMode mode) const {
+  return "file pool " + pool_ + ": " +
+         (mode == VolumeMode::kBlock ? name + kImageSuffix : "directory " + name);
+}
+
+StatusOr<FileSidecar> ParseFileSidecar(const std::string& text) {
   nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (!doc.is_object() || !doc.contains("size_bytes") || !doc["size_bytes"].is_number_integer() ||
-      doc["size_bytes"].get<int64_t>() <= 0) {
-    return Internal("volume " + Id(name) + ": sidecar " + path + " is malformed");
+  if (!doc.is_object()) return InvalidArgument("not a JSON object");
+  FileSidecar out;
+  auto mode = doc.find("mode");
+  if (mode == doc.end() || !mode->is_string()) return InvalidArgument("mode is not a string");
+  if (*mode == "block") {
+    out.mode = VolumeMode::kBlock;
+  } else if (*mode == "filesystem") {
+    out.mode = VolumeMode::kFilesystem;
+    auto size = doc.find("size_bytes");
+    if (size == doc.end() || !size->is_number_integer() ||
+        (size->is_number_unsigned() && size->get<uint64_t>() > INT64_MAX)) {
+      return InvalidArgument("size_bytes is not an integer");
+    }
+    out.size_bytes = size->get<int64_t>();
+    if (out.size_bytes <= 0) return InvalidArgument("size_bytes is not positive");
+  } else {
+    return InvalidArgument("mode is neither block nor filesystem");
   }
-  return doc["size_bytes"].get<int64_t>();
+  if (auto uid = doc.find("volumeUid"); uid != doc.end()) {
+    if (!uid->is_string()) return InvalidArgument("volumeUid is not a string");
+    out.volume_uid = uid->get<std::string>();
+    RETURN_IF_ERROR(validate::Uuid("volumeUid", out.volume_uid));
+  }
+  return out;
 }
 
-Status FileBackend::WriteSidecar(const std::string& name, int64_t size_bytes) {
+std::string FormatFileSidecar(const FileSidecar& sidecar) {
+  nlohmann::json doc = {{"mode", VolumeModeName(sidecar.mode)}};
+  if (sidecar.mode == VolumeMode::kFilesystem) doc["size_bytes"] = sidecar.size_bytes;
+  if (!sidecar.volume_uid.empty()) doc["volumeUid"] = sidecar.volume_uid;
+  return doc.dump() + "\n";
+}
+
+StatusOr<std::optional<FileSidecar>> FileBackend::ReadSidecar(const std::string& name) {
+  const std::string path = SidecarPath(name);
+  if (!fs_.Exists(path)) return std::optional<FileSidecar>();
+  ASSIGN_OR_RETURN(std::string text, fs_.ReadFile(path));
+  StatusOr<FileSidecar> sidecar = ParseFileSidecar(text);
+  if (!sidecar.ok()) {
+    return Internal("volume " + Id(name) + ": sidecar " + path +
+                    " is malformed: " + sidecar.status().message());
+  }
+  return std::optional<FileSidecar>(std::move(*sidecar));
+}
+
+Status FileBackend::WriteSidecar(const std::string& name, const FileSidecar& sidecar) {
   RETURN_IF_ERROR(fs_.MakeDirs(JoinPath(dir_, kSidecarDir)));
-  nlohmann::json doc = {{"mode", "filesystem"}, {"size_bytes", size_bytes}};
-  return fs_.WriteFileAtomic(SidecarPath(name), doc.dump() + "\n");
+  return fs_.WriteFileAtomic(SidecarPath(name), FormatFileSidecar(sidecar));
 }
 
-// A block volume is a regular image file; a filesystem volume is a directory
-// with its sidecar (a directory alone is not ours).
+// A block volume is a regular image file (its owner in a block sidecar); a
+// filesystem volume is a directory with its sidecar (a directory alone is
+// not ours).
 StatusOr<std::optional<BackendVolume>> FileBackend::Find(const std::string& name) {
   const std::string image = ImagePath(name);
+  ASSIGN_OR_RETURN(std::optional<FileSidecar> sidecar, ReadSidecar(name));
   if (fs_.Exists(image)) {
     ASSIGN_OR_RETURN(int64_t size, fs_.FileSize(image));
-    return std::optional<BackendVolume>(BackendVolume{name, size, VolumeMode::kBlock, "", ""});
+    BackendVolume vol{name, size, VolumeMode::kBlock, "", "", ""};
+    if (sidecar && sidecar->mode == VolumeMode::kBlock) vol.owner_uid = sidecar->volume_uid;
+    return std::optional<BackendVolume>(std::move(vol));
   }
   const std::string dir = DirPath(name);
-  if (fs_.IsDir(dir) && fs_.Exists(SidecarPath(name))) {
-    ASSIGN_OR_RETURN(int64_t size, ReadSidecar(name));
-    return std::optional<BackendVolume>(
-        BackendVolume{name, size, VolumeMode::kFilesystem, "", dir});
+  if (fs_.IsDir(dir) && sidecar && sidecar->mode == VolumeMode::kFilesystem) {
+    return std::optional<BackendVolume>(BackendVolume{
+        name, sidecar->size_bytes, VolumeMode::kFilesystem, "", dir, sidecar->volume_uid});
   }
   return std::optional<BackendVolume>();
 }
@@ -86,7 +129,8 @@ StatusOr<BackendVolume> FileBackend::FindOrNotFound(const std::string& name) {
   return *found;
 }
 
-StatusOr<BackendVolume> FileBackend::CreateDir(const std::string& name, int64_t size_bytes) {
+StatusOr<BackendVolume> FileBackend::CreateDir(const std::string& name, int64_t size_bytes,
+                                               const std::string& owner_uid) {
   const std::string dir = DirPath(name);
   if (fs_.Exists(dir) && !fs_.IsDir(dir)) {
     return AlreadyExists("volume " + Id(name) + ": " + dir + " exists and is not a directory");
@@ -96,39 +140,50 @@ StatusOr<BackendVolume> FileBackend::CreateDir(const std::string& name, int64_t 
     // adopt it only when there is nothing in it to lose.
     ASSIGN_OR_RETURN(std::vector<DirEntry> entries, fs_.ListDir(dir));
     if (!entries.empty()) {
-      return AlreadyExists("volume " + Id(name) + ": " + dir +
-                           " exists, is not empty and has no pillar metadata");
+      return AlreadyExists(Object(name, VolumeMode::kFilesystem) +
+                           " exists, is not empty and is not pillar's (no sidecar); remove or "
+                           "rename it");
     }
   }
   RETURN_IF_ERROR(fs_.MakeDir(dir));
-  RETURN_IF_ERROR(WriteSidecar(name, size_bytes));
-  return BackendVolume{name, size_bytes, VolumeMode::kFilesystem, "", dir};
+  RETURN_IF_ERROR(WriteSidecar(name, {VolumeMode::kFilesystem, size_bytes, owner_uid}));
+  return BackendVolume{name, size_bytes, VolumeMode::kFilesystem, "", dir, owner_uid};
 }
 
 StatusOr<BackendVolume> FileBackend::Create(const std::string& name, int64_t size_bytes,
                                             VolumeMode mode,
-                                            const std::map<std::string, std::string>& params) {
+                                            const std::map<std::string, std::string>& params,
+                                            const std::string& owner_uid) {
   RETURN_IF_ERROR(CheckName(name));
   RETURN_IF_ERROR(backend_util::CheckSize(Id(name), size_bytes));
   RETURN_IF_ERROR(backend_util::CheckMode(*this, mode));
   RETURN_IF_ERROR(backend_util::CheckParamKeys(kind(), params, {}));
+  RETURN_IF_ERROR(backend_util::CheckOwnerUid(owner_uid));
   std::lock_guard<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(std::optional<BackendVolume> existing, Find(name));
   if (existing) {
+    RETURN_IF_ERROR(backend_util::CheckCreateOwner(Object(name, existing->mode),
+                                                   existing->owner_uid, owner_uid));
     RETURN_IF_ERROR(backend_util::CheckExistingMatches(Id(name), *existing, mode, size_bytes));
     return *existing;
   }
-  if (mode == VolumeMode::kFilesystem) return CreateDir(name, size_bytes);
+  if (mode == VolumeMode::kFilesystem) return CreateDir(name, size_bytes, owner_uid);
   ASSIGN_OR_RETURN(int64_t size, backend_util::RoundUp(size_bytes, kSectorBytes));
+  // The mark first: an image never exists unmarked, even after a crash here.
+  RETURN_IF_ERROR(WriteSidecar(name, {VolumeMode::kBlock, 0, owner_uid}));
   RETURN_IF_ERROR(fs_.CreateSparseFile(ImagePath(name), size));
-  return BackendVolume{name, size, VolumeMode::kBlock, "", ""};
+  return BackendVolume{name, size, VolumeMode::kBlock, "", "", owner_uid};
 }
 
-StatusOr<BackendVolume> FileBackend::Expand(const std::string& name, int64_t size_bytes) {
+StatusOr<BackendVolume> FileBackend::Expand(const std::string& name, int64_t size_bytes,
+                                            const std::string& owner_uid) {
   RETURN_IF_ERROR(CheckName(name));
   RETURN_IF_ERROR(backend_util::CheckSize(Id(name), size_bytes));
+  RETURN_IF_ERROR(backend_util::CheckOwnerUid(owner_uid));
   std::lock_guard<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(BackendVolume vol, FindOrNotFound(name));
+  RETURN_IF_ERROR(
+      backend_util::CheckOwner("expand", Object(name, vol.mode), vol.owner_uid, owner_uid));
   int64_t target = size_bytes;
   if (vol.mode == VolumeMode::kBlock) {
     ASSIGN_OR_RETURN(target, backend_util::RoundUp(size_bytes, kSectorBytes));
@@ -137,7 +192,7 @@ StatusOr<BackendVolume> FileBackend::Expand(const std::string& name, int64_t siz
                    backend_util::PlanExpand(Id(name), vol.size_bytes, target));
   if (growth == backend_util::Growth::kNone) return vol;
   if (vol.mode == VolumeMode::kFilesystem) {
-    RETURN_IF_ERROR(WriteSidecar(name, target));
+    RETURN_IF_ERROR(WriteSidecar(name, {VolumeMode::kFilesystem, target, owner_uid}));
   } else {
     const std::string image = ImagePath(name);
     // An attached loop device keeps its old size until told to re-read it.
@@ -152,18 +207,37 @@ StatusOr<BackendVolume> FileBackend::Expand(const std::string& name, int64_t siz
   return vol;
 }
 
-Status FileBackend::Delete(const std::string& name) {
+Status FileBackend::Delete(const std::string& name, const std::string& owner_uid) {
   RETURN_IF_ERROR(CheckName(name));
+  RETURN_IF_ERROR(backend_util::CheckOwnerUid(owner_uid));
   std::lock_guard<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(std::optional<BackendVolume> vol, Find(name));
+  if (vol) {
+    RETURN_IF_ERROR(
+        backend_util::CheckOwner("delete", Object(name, vol->mode), vol->owner_uid, owner_uid));
+  }
   if (vol && vol->mode == VolumeMode::kBlock) {
     // Detach first: an attached image keeps its blocks until the loop goes.
     RETURN_IF_ERROR(DetachAll(ImagePath(name)));
+    // The mark before the image: a stale mark could later vouch for a file
+    // someone else put here; a stale unmarked image is only refused.
+    RETURN_IF_ERROR(fs_.Unlink(SidecarPath(name)));
     return fs_.Unlink(ImagePath(name));
   }
   if (vol) RETURN_IF_ERROR(fs_.RemoveTree(DirPath(name)));
   // Also clears a sidecar a half-finished delete left without its directory.
   return fs_.Unlink(SidecarPath(name));
+}
+
+Status FileBackend::SetOwner(const std::string& name, const std::string& owner_uid) {
+  RETURN_IF_ERROR(CheckName(name));
+  RETURN_IF_ERROR(backend_util::CheckOwnerUid(owner_uid));
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(BackendVolume vol, FindOrNotFound(name));
+  ASSIGN_OR_RETURN(bool needed,
+                   backend_util::NeedsOwnerMark(Object(name, vol.mode), vol.owner_uid, owner_uid));
+  if (!needed) return Status::Ok();
+  return WriteSidecar(name, {vol.mode, vol.size_bytes, owner_uid});
 }
 
 StatusOr<BackendVolume> FileBackend::Get(const std::string& name) {

@@ -2,8 +2,12 @@
 //   block volume       <dir>/<name>.img, a sparse image served through a loop
 //                      device that Expose attaches (losetup) and Unexpose detaches
 //   filesystem volume  <dir>/<name>/, served by NFS as is
-// A plain directory has no quota, so a filesystem volume's size lives in a
-// sidecar <dir>/.pillar/<name>.json: it is what was asked for, not enforced.
+// Every volume has a sidecar <dir>/.pillar/<name>.json (0600, written
+// atomically) carrying its mode and owner (the pvst uid, see backend.h): an
+// image or directory without one is not pillar's. A plain directory has no
+// quota, so a filesystem volume's size lives in the sidecar too: it is what
+// was asked for, not enforced. Sidecars of pillar before the ownership marks
+// carry no owner.
 #pragma once
 
 #include <mutex>
@@ -16,6 +20,17 @@
 #include "common/fs.h"
 
 namespace pillar::agent {
+
+// What a sidecar records: {"mode": "block"|"filesystem", "size_bytes": N
+// (filesystem only), "volumeUid": U (absent in sidecars of older pillar)}.
+struct FileSidecar {
+  VolumeMode mode = VolumeMode::kBlock;
+  int64_t size_bytes = 0;
+  std::string volume_uid;
+};
+// Parses a sidecar's text; INVALID_ARGUMENT naming what is wrong.
+StatusOr<FileSidecar> ParseFileSidecar(const std::string& text);
+std::string FormatFileSidecar(const FileSidecar& sidecar);
 
 class FileBackend : public Backend {
  public:
@@ -34,9 +49,14 @@ class FileBackend : public Backend {
   // Takes no parameters. Block images are rounded up to whole 512-byte
   // sectors, since a loop device ignores a partial last sector.
   StatusOr<BackendVolume> Create(const std::string& name, int64_t size_bytes, VolumeMode mode,
-                                 const std::map<std::string, std::string>& params) override;
-  StatusOr<BackendVolume> Expand(const std::string& name, int64_t size_bytes) override;
-  Status Delete(const std::string& name) override;
+                                 const std::map<std::string, std::string>& params,
+                                 const std::string& owner_uid) override;
+  StatusOr<BackendVolume> Expand(const std::string& name, int64_t size_bytes,
+                                 const std::string& owner_uid) override;
+  Status Delete(const std::string& name, const std::string& owner_uid) override;
+  // Marks an existing image (or a directory with an old sidecar); a plain
+  // directory without a sidecar is no volume and stays NOT_FOUND.
+  Status SetOwner(const std::string& name, const std::string& owner_uid) override;
   // device_path stays empty here: a loop device exists only once Expose
   // attached one, and its number is not stable across attachments.
   StatusOr<BackendVolume> Get(const std::string& name) override;
@@ -52,12 +72,16 @@ class FileBackend : public Backend {
   std::string ImagePath(const std::string& name) const;
   std::string DirPath(const std::string& name) const;
   std::string SidecarPath(const std::string& name) const;
+  // "file pool p: v.img" or "file pool p: directory v", for messages.
+  std::string Object(const std::string& name, VolumeMode mode) const;
 
   StatusOr<std::optional<BackendVolume>> Find(const std::string& name);
   StatusOr<BackendVolume> FindOrNotFound(const std::string& name);
-  StatusOr<int64_t> ReadSidecar(const std::string& name);
-  Status WriteSidecar(const std::string& name, int64_t size_bytes);
-  StatusOr<BackendVolume> CreateDir(const std::string& name, int64_t size_bytes);
+  // nullopt when there is none; INTERNAL naming the file when malformed.
+  StatusOr<std::optional<FileSidecar>> ReadSidecar(const std::string& name);
+  Status WriteSidecar(const std::string& name, const FileSidecar& sidecar);
+  StatusOr<BackendVolume> CreateDir(const std::string& name, int64_t size_bytes,
+                                    const std::string& owner_uid);
   // Loop devices currently backed by the image (usually zero or one).
   StatusOr<std::vector<std::string>> LoopDevicesOf(const std::string& image);
   Status DetachAll(const std::string& image);

@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 #include "agent/backends/backend_util.h"
 #include "common/validate.h"
@@ -72,7 +73,31 @@ StatusOr<double> PercentField(const Command& cmd, const json& row, const char* k
 constexpr size_t kAttrType = 0;
 constexpr size_t kAttrState = 4;
 
+constexpr char kOwnerTagPrefix[] = "pillar-csi.volume-uid.";
+
 }  // namespace
+
+std::string LvmBackend::OwnerTag(const std::string& uid) { return kOwnerTagPrefix + uid; }
+
+StatusOr<std::string> LvmBackend::OwnerFromTags(const std::string& tags) {
+  std::string owner;
+  size_t start = 0;
+  while (start <= tags.size()) {
+    size_t comma = tags.find(',', start);
+    if (comma == std::string::npos) comma = tags.size();
+    std::string_view tag(tags.data() + start, comma - start);
+    if (tag.starts_with(kOwnerTagPrefix)) {
+      std::string uid(tag.substr(std::string_view(kOwnerTagPrefix).size()));
+      RETURN_IF_ERROR(validate::Uuid("ownership tag", uid));
+      if (!owner.empty() && owner != uid) {
+        return InvalidArgument("two ownership tags (" + owner + ", " + uid + ")");
+      }
+      owner = uid;
+    }
+    start = comma + 1;
+  }
+  return owner;
+}
 
 Status LvmBackend::CheckConfig() const {
   RETURN_IF_ERROR(validate::PoolName("pool", vg_));
@@ -96,12 +121,13 @@ bool LvmBackend::IsOurs(const LvRow& row) const {
 }
 
 BackendVolume LvmBackend::ToVolume(const LvRow& row) const {
-  return BackendVolume{row.name, row.size_bytes, VolumeMode::kBlock, DevicePath(row.name), ""};
+  return BackendVolume{row.name, row.size_bytes, VolumeMode::kBlock, DevicePath(row.name),
+                       "",       row.owner_uid};
 }
 
 StatusOr<std::vector<LvmBackend::LvRow>> LvmBackend::ListRows() {
   Command cmd = Lvm({"lvs", "--reportformat", "json", "--units", "b", "--nosuffix", "-o",
-                     "lv_name,lv_size,lv_attr,pool_lv,vg_extent_size", "--", vg_},
+                     "lv_name,lv_size,lv_attr,pool_lv,vg_extent_size,lv_tags", "--", vg_},
                     kQueryTimeout);
   ASSIGN_OR_RETURN(std::string out, backend_util::RunForOutput(exec_, cmd));
   ASSIGN_OR_RETURN(json rows, ReportRows(cmd, out, "lv"));
@@ -113,6 +139,12 @@ StatusOr<std::vector<LvmBackend::LvRow>> LvmBackend::ListRows() {
     ASSIGN_OR_RETURN(row.attr, TextField(cmd, r, "lv_attr"));
     ASSIGN_OR_RETURN(row.pool_lv, TextField(cmd, r, "pool_lv"));
     ASSIGN_OR_RETURN(row.extent_bytes, BytesField(cmd, r, "vg_extent_size"));
+    ASSIGN_OR_RETURN(std::string tags, TextField(cmd, r, "lv_tags"));
+    StatusOr<std::string> owner = OwnerFromTags(tags);
+    if (!owner.ok()) {
+      return BadReport(cmd, "LV " + row.name + " lv_tags: " + owner.status().message());
+    }
+    row.owner_uid = *owner;
     if (row.attr.size() <= kAttrState) return BadReport(cmd, "lv_attr '" + row.attr + "'");
     // Hidden LVs ("[tp_tdata]") are parts of others; lvs -a alone lists them.
     if (!row.name.empty() && row.name.front() == '[') continue;
@@ -144,11 +176,13 @@ StatusOr<LvmBackend::LvRow> LvmBackend::FindVolumeRow(const std::string& name) {
 
 StatusOr<BackendVolume> LvmBackend::Create(const std::string& name, int64_t size_bytes,
                                            VolumeMode mode,
-                                           const std::map<std::string, std::string>& params) {
+                                           const std::map<std::string, std::string>& params,
+                                           const std::string& owner_uid) {
   RETURN_IF_ERROR(CheckName(name));
   RETURN_IF_ERROR(backend_util::CheckSize(Id(name), size_bytes));
   RETURN_IF_ERROR(backend_util::CheckMode(*this, mode));
   RETURN_IF_ERROR(backend_util::CheckParamKeys(kind(), params, {}));
+  RETURN_IF_ERROR(backend_util::CheckOwnerUid(owner_uid));
   std::lock_guard<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(std::optional<LvRow> row, FindRow(name));
   if (row && !IsOurs(*row)) {
@@ -156,32 +190,37 @@ StatusOr<BackendVolume> LvmBackend::Create(const std::string& name, int64_t size
                          kind() + " volume (lv_attr " + row->attr + ")");
   }
   if (row) {
+    RETURN_IF_ERROR(backend_util::CheckCreateOwner(Object(name), row->owner_uid, owner_uid));
     BackendVolume existing = ToVolume(*row);
     RETURN_IF_ERROR(backend_util::CheckExistingMatches(Id(name), existing, mode, size_bytes));
     return existing;
   }
   ASSIGN_OR_RETURN(int64_t size, backend_util::RoundUp(size_bytes, kSectorBytes));
   const std::string bytes = std::to_string(size) + "b";
-  Command create = thin_pool_.empty()
-                       // The extents may have held another volume: wipe old signatures and
-                       // zero the start so no stale file system reaches a consumer.
-                       ? Lvm({"lvcreate", "--yes", "--wipesignatures", "y", "--zero", "y", "--type",
-                              "linear", "--size", bytes, "--name", name, "--", vg_},
-                             kChangeTimeout)
-                       // A new thin LV reads as zeros until written: nothing to wipe.
-                       : Lvm({"lvcreate", "--yes", "--type", "thin", "--virtualsize", bytes,
-                              "--thinpool", thin_pool_, "--name", name, "--", vg_},
-                             kChangeTimeout);
+  Command create =
+      thin_pool_.empty()
+          // The extents may have held another volume: wipe old signatures and
+          // zero the start so no stale file system reaches a consumer.
+          ? Lvm({"lvcreate", "--yes", "--wipesignatures", "y", "--zero", "y", "--type", "linear",
+                 "--size", bytes, "--addtag", OwnerTag(owner_uid), "--name", name, "--", vg_},
+                kChangeTimeout)
+          // A new thin LV reads as zeros until written: nothing to wipe.
+          : Lvm({"lvcreate", "--yes", "--type", "thin", "--virtualsize", bytes, "--thinpool",
+                 thin_pool_, "--addtag", OwnerTag(owner_uid), "--name", name, "--", vg_},
+                kChangeTimeout);
   RETURN_IF_ERROR(exec_.RunOk(create));
   ASSIGN_OR_RETURN(LvRow created, FindVolumeRow(name));
   return ToVolume(created);
 }
 
-StatusOr<BackendVolume> LvmBackend::Expand(const std::string& name, int64_t size_bytes) {
+StatusOr<BackendVolume> LvmBackend::Expand(const std::string& name, int64_t size_bytes,
+                                           const std::string& owner_uid) {
   RETURN_IF_ERROR(CheckName(name));
   RETURN_IF_ERROR(backend_util::CheckSize(Id(name), size_bytes));
+  RETURN_IF_ERROR(backend_util::CheckOwnerUid(owner_uid));
   std::lock_guard<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(LvRow row, FindVolumeRow(name));
+  RETURN_IF_ERROR(backend_util::CheckOwner("expand", Object(name), row.owner_uid, owner_uid));
   int64_t unit = row.extent_bytes > 0 ? row.extent_bytes : kSectorBytes;
   ASSIGN_OR_RETURN(int64_t target, backend_util::RoundUp(size_bytes, unit));
   ASSIGN_OR_RETURN(backend_util::Growth growth,
@@ -193,14 +232,28 @@ StatusOr<BackendVolume> LvmBackend::Expand(const std::string& name, int64_t size
   return ToVolume(grown);
 }
 
-Status LvmBackend::Delete(const std::string& name) {
+Status LvmBackend::Delete(const std::string& name, const std::string& owner_uid) {
   RETURN_IF_ERROR(CheckName(name));
+  RETURN_IF_ERROR(backend_util::CheckOwnerUid(owner_uid));
   std::lock_guard<std::mutex> lock(mu_);
   StatusOr<LvRow> row = FindVolumeRow(name);
   if (row.status().code() == Code::kNotFound) return Status::Ok();
   RETURN_IF_ERROR(row.status());
+  RETURN_IF_ERROR(backend_util::CheckOwner("delete", Object(name), row->owner_uid, owner_uid));
   // --yes answers "remove active LV?"; no --force, so an LV in use is refused.
   return exec_.RunOk(Lvm({"lvremove", "--yes", "--", Id(name)}, kChangeTimeout));
+}
+
+Status LvmBackend::SetOwner(const std::string& name, const std::string& owner_uid) {
+  RETURN_IF_ERROR(CheckName(name));
+  RETURN_IF_ERROR(backend_util::CheckOwnerUid(owner_uid));
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(LvRow row, FindVolumeRow(name));
+  ASSIGN_OR_RETURN(bool needed,
+                   backend_util::NeedsOwnerMark(Object(name), row.owner_uid, owner_uid));
+  if (!needed) return Status::Ok();
+  return exec_.RunOk(
+      Lvm({"lvchange", "--addtag", OwnerTag(owner_uid), "--", Id(name)}, kChangeTimeout));
 }
 
 StatusOr<BackendVolume> LvmBackend::Get(const std::string& name) {

@@ -6,6 +6,8 @@
 // linear LVs, for "lvm-thin" thin LVs of its thin pool. Any other LV with a
 // requested name (the thin pool itself, a snapshot, a RAID LV) is refused and
 // never changed, so a request can never remove or resize what it did not make.
+// Ownership (backend.h) is an LV tag "pillar-csi.volume-uid.<uid>" (lvm
+// allows [A-Za-z0-9_+.-] in tags, which a UUID fits), added at lvcreate.
 #pragma once
 
 #include <mutex>
@@ -33,11 +35,14 @@ class LvmBackend : public Backend {
 
   // Takes no parameters. LVM rounds the size up to whole extents.
   StatusOr<BackendVolume> Create(const std::string& name, int64_t size_bytes, VolumeMode mode,
-                                 const std::map<std::string, std::string>& params) override;
+                                 const std::map<std::string, std::string>& params,
+                                 const std::string& owner_uid) override;
   // The request is rounded up to whole extents before it is compared, so a
   // retried Expand of an already-rounded volume is a no-op, not a shrink.
-  StatusOr<BackendVolume> Expand(const std::string& name, int64_t size_bytes) override;
-  Status Delete(const std::string& name) override;
+  StatusOr<BackendVolume> Expand(const std::string& name, int64_t size_bytes,
+                                 const std::string& owner_uid) override;
+  Status Delete(const std::string& name, const std::string& owner_uid) override;
+  Status SetOwner(const std::string& name, const std::string& owner_uid) override;
   StatusOr<BackendVolume> Get(const std::string& name) override;
   StatusOr<std::vector<BackendVolume>> List() override;
   // Linear: the VG's size and free space. Thin: the thin pool's data size and
@@ -56,13 +61,22 @@ class LvmBackend : public Backend {
     std::string attr;  // lv_attr, e.g. "-wi-a-----"
     std::string pool_lv;
     int64_t extent_bytes = 0;
+    std::string owner_uid;  // from the ownership tag; "" when untagged
   };
+
+  // The ownership tag of a uid, and the uid in a row's lv_tags ("a,b,c"):
+  // "" without one, INVALID_ARGUMENT for a malformed or second one.
+  static std::string OwnerTag(const std::string& uid);
+  static StatusOr<std::string> OwnerFromTags(const std::string& tags);
 
  private:
   Status CheckConfig() const;
   Status CheckName(const std::string& name) const;
   std::string Id(const std::string& name) const { return vg_ + "/" + name; }
   std::string DevicePath(const std::string& name) const { return "/dev/" + vg_ + "/" + name; }
+  std::string Object(const std::string& name) const {
+    return kind() + " pool " + vg_ + ": LV " + name;
+  }
   bool IsOurs(const LvRow& row) const;
   BackendVolume ToVolume(const LvRow& row) const;
 

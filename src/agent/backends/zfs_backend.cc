@@ -22,6 +22,9 @@ const std::set<std::string> kFilesystemParams = {"recordsize", "atime", "xattr"}
 
 constexpr int64_t kDefaultVolBlockBytes = int64_t{16} * 1024;
 
+constexpr char kOwnerProperty[] = "pillar-csi:volume-uid";
+constexpr size_t kColumns = 7;
+
 Command Zfs(std::vector<std::string> argv, std::chrono::seconds timeout) {
   argv.insert(argv.begin(), "zfs");
   return Command{std::move(argv), "", timeout};
@@ -107,34 +110,47 @@ Status ZfsBackend::CheckName(const std::string& name) const {
 BackendVolume ZfsBackend::ToVolume(const DatasetRow& row) const {
   if (row.mode == VolumeMode::kBlock) {
     return BackendVolume{row.name, row.size_bytes, VolumeMode::kBlock, "/dev/zvol/" + Id(row.name),
-                         ""};
+                         "",       row.owner_uid};
   }
-  return BackendVolume{row.name, row.size_bytes, VolumeMode::kFilesystem, "", row.mountpoint};
+  return BackendVolume{row.name, row.size_bytes, VolumeMode::kFilesystem,
+                       "",       row.mountpoint, row.owner_uid};
 }
 
 StatusOr<std::vector<ZfsBackend::DatasetRow>> ZfsBackend::ListRows() {
   // mountpoint last: it is the one column that is free text.
-  Command cmd = Zfs({"list", "-Hp", "-o", "name,type,volsize,refquota,volblocksize,mountpoint",
-                     "-r", "-d", "1", "-t", "volume,filesystem", "--", dataset_},
-                    kQueryTimeout);
+  Command cmd =
+      Zfs({"list", "-Hp", "-o",
+           std::string("name,type,volsize,refquota,volblocksize,") + kOwnerProperty + ",mountpoint",
+           "-r", "-d", "1", "-t", "volume,filesystem", "--", dataset_},
+          kQueryTimeout);
   ASSIGN_OR_RETURN(std::string out, backend_util::RunForOutput(exec_, cmd));
   std::vector<DatasetRow> rows;
   for (const std::string& line : Lines(out)) {
     std::vector<std::string> cols;
     size_t start = 0;
-    while (cols.size() < 5) {
+    while (cols.size() < kColumns - 1) {
       size_t tab = line.find('\t', start);
       if (tab == std::string::npos) break;
       cols.push_back(line.substr(start, tab - start));
       start = tab + 1;
     }
-    if (cols.size() != 5) {
-      return Internal("output of '" + cmd.ToString() + "': line '" + line +
-                      "' does not have 6 columns");
+    if (cols.size() != kColumns - 1) {
+      return Internal("output of '" + cmd.ToString() + "': line '" + line + "' does not have " +
+                      std::to_string(kColumns) + " columns");
     }
     cols.push_back(line.substr(start));
     const std::string& full = cols[0];
-    if (full == dataset_) continue;  // the parent itself
+    const std::string& owner = cols[5];
+    if (full == dataset_) {  // the parent itself
+      if (owner != "-") {
+        return FailedPrecondition("zfs pool " + dataset_ + " itself carries " + kOwnerProperty +
+                                  "=" + owner +
+                                  ", which every child inherits; clear it with 'zfs "
+                                  "inherit " +
+                                  kOwnerProperty + " " + dataset_ + "'");
+      }
+      continue;
+    }
     const std::string prefix = dataset_ + "/";
     if (!full.starts_with(prefix)) {
       return Internal("output of '" + cmd.ToString() + "': dataset '" + full + "' is not in " +
@@ -144,6 +160,13 @@ StatusOr<std::vector<ZfsBackend::DatasetRow>> ZfsBackend::ListRows() {
     row.name = full.substr(prefix.size());
     // A name pillar could not have made (or could not address) is not a volume.
     if (!backend_util::CheckVolumeName(row.name).ok()) continue;
+    if (owner != "-") {
+      if (!validate::Uuid(kOwnerProperty, owner).ok()) {
+        return Internal("output of '" + cmd.ToString() + "': dataset '" + full + "' has " +
+                        kOwnerProperty + " '" + owner + "', not a UUID");
+      }
+      row.owner_uid = owner;
+    }
     if (cols[1] == "volume") {
       row.mode = VolumeMode::kBlock;
       ASSIGN_OR_RETURN(row.size_bytes, NumberColumn(cmd, cols[2], "volsize"));
@@ -152,7 +175,7 @@ StatusOr<std::vector<ZfsBackend::DatasetRow>> ZfsBackend::ListRows() {
       row.mode = VolumeMode::kFilesystem;
       ASSIGN_OR_RETURN(row.size_bytes, NumberColumn(cmd, cols[3], "refquota"));
       // "legacy", "none" and "-" leave nothing to export.
-      if (cols[5].starts_with("/")) row.mountpoint = cols[5];
+      if (cols[6].starts_with("/")) row.mountpoint = cols[6];
     } else {
       return Internal("output of '" + cmd.ToString() + "': dataset '" + full + "' has type '" +
                       cols[1] + "'");
@@ -180,11 +203,13 @@ StatusOr<ZfsBackend::DatasetRow> ZfsBackend::FindRowOrNotFound(const std::string
 
 StatusOr<BackendVolume> ZfsBackend::Create(const std::string& name, int64_t size_bytes,
                                            VolumeMode mode,
-                                           const std::map<std::string, std::string>& params) {
+                                           const std::map<std::string, std::string>& params,
+                                           const std::string& owner_uid) {
   RETURN_IF_ERROR(CheckName(name));
   RETURN_IF_ERROR(backend_util::CheckSize(Id(name), size_bytes));
   RETURN_IF_ERROR(backend_util::CheckMode(*this, mode));
   RETURN_IF_ERROR(CheckParams(mode, params));
+  RETURN_IF_ERROR(backend_util::CheckOwnerUid(owner_uid));
   std::vector<std::string> argv = {"create"};
   if (mode == VolumeMode::kBlock) {
     int64_t unit = kDefaultVolBlockBytes;
@@ -207,11 +232,12 @@ StatusOr<BackendVolume> ZfsBackend::Create(const std::string& name, int64_t size
     property.append("=").append(value);
     argv.insert(argv.end(), {"-o", std::move(property)});
   }
-  argv.insert(argv.end(), {"--", Id(name)});
+  argv.insert(argv.end(), {"-o", std::string(kOwnerProperty) + "=" + owner_uid, "--", Id(name)});
 
   std::lock_guard<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(std::optional<DatasetRow> existing, FindRow(name));
   if (existing) {
+    RETURN_IF_ERROR(backend_util::CheckCreateOwner(Object(name), existing->owner_uid, owner_uid));
     BackendVolume vol = ToVolume(*existing);
     RETURN_IF_ERROR(backend_util::CheckExistingMatches(Id(name), vol, mode, size_bytes));
     return vol;
@@ -221,11 +247,14 @@ StatusOr<BackendVolume> ZfsBackend::Create(const std::string& name, int64_t size
   return ToVolume(created);
 }
 
-StatusOr<BackendVolume> ZfsBackend::Expand(const std::string& name, int64_t size_bytes) {
+StatusOr<BackendVolume> ZfsBackend::Expand(const std::string& name, int64_t size_bytes,
+                                           const std::string& owner_uid) {
   RETURN_IF_ERROR(CheckName(name));
   RETURN_IF_ERROR(backend_util::CheckSize(Id(name), size_bytes));
+  RETURN_IF_ERROR(backend_util::CheckOwnerUid(owner_uid));
   std::lock_guard<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(DatasetRow row, FindRowOrNotFound(name));
+  RETURN_IF_ERROR(backend_util::CheckOwner("expand", Object(name), row.owner_uid, owner_uid));
   int64_t target = size_bytes;
   if (row.mode == VolumeMode::kBlock && row.block_bytes > 0) {
     ASSIGN_OR_RETURN(target, backend_util::RoundUp(size_bytes, row.block_bytes));
@@ -242,11 +271,13 @@ StatusOr<BackendVolume> ZfsBackend::Expand(const std::string& name, int64_t size
   return ToVolume(grown);
 }
 
-Status ZfsBackend::Delete(const std::string& name) {
+Status ZfsBackend::Delete(const std::string& name, const std::string& owner_uid) {
   RETURN_IF_ERROR(CheckName(name));
+  RETURN_IF_ERROR(backend_util::CheckOwnerUid(owner_uid));
   std::lock_guard<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(std::optional<DatasetRow> row, FindRow(name));
   if (!row) return Status::Ok();
+  RETURN_IF_ERROR(backend_util::CheckOwner("delete", Object(name), row->owner_uid, owner_uid));
   Command cmd = Zfs({"destroy", "--", Id(name)}, kChangeTimeout);
   ASSIGN_OR_RETURN(ExecResult r, exec_.Run(cmd));
   if (r.exit_code == 0) return Status::Ok();
@@ -257,6 +288,19 @@ Status ZfsBackend::Delete(const std::string& name) {
     if (msg.find(blocker) != std::string::npos) return FailedPrecondition(what);
   }
   return Internal(what);
+}
+
+Status ZfsBackend::SetOwner(const std::string& name, const std::string& owner_uid) {
+  RETURN_IF_ERROR(CheckName(name));
+  RETURN_IF_ERROR(backend_util::CheckOwnerUid(owner_uid));
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(DatasetRow row, FindRowOrNotFound(name));
+  ASSIGN_OR_RETURN(bool needed,
+                   backend_util::NeedsOwnerMark(Object(name), row.owner_uid, owner_uid));
+  if (!needed) return Status::Ok();
+  // No "--", as in Expand.
+  return exec_.RunOk(
+      Zfs({"set", std::string(kOwnerProperty) + "=" + owner_uid, Id(name)}, kChangeTimeout));
 }
 
 StatusOr<BackendVolume> ZfsBackend::Get(const std::string& name) {

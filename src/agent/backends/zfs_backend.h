@@ -5,6 +5,10 @@
 // Create takes ZFS properties from an allowlist (see kBlockParams and
 // kFilesystemParams in zfs_backend.cc) plus "thin" ("true" makes a sparse
 // zvol without refreservation); anything else is INVALID_ARGUMENT.
+//
+// Ownership (backend.h) is the user property pillar-csi:volume-uid, set by
+// zfs create. User properties inherit, so a parent dataset carrying it would
+// mark every child: the backend refuses to work under such a parent.
 #pragma once
 
 #include <mutex>
@@ -36,11 +40,14 @@ class ZfsBackend : public Backend {
   // A zvol's size is rounded up to whole volume blocks (volblocksize, or
   // 16 KiB, the largest default of current OpenZFS, when it is not given).
   StatusOr<BackendVolume> Create(const std::string& name, int64_t size_bytes, VolumeMode mode,
-                                 const std::map<std::string, std::string>& params) override;
-  StatusOr<BackendVolume> Expand(const std::string& name, int64_t size_bytes) override;
+                                 const std::map<std::string, std::string>& params,
+                                 const std::string& owner_uid) override;
+  StatusOr<BackendVolume> Expand(const std::string& name, int64_t size_bytes,
+                                 const std::string& owner_uid) override;
   // zfs destroy without -r/-R/-f: a volume with snapshots, clones or users is
   // FAILED_PRECONDITION carrying zfs's own message.
-  Status Delete(const std::string& name) override;
+  Status Delete(const std::string& name, const std::string& owner_uid) override;
+  Status SetOwner(const std::string& name, const std::string& owner_uid) override;
   StatusOr<BackendVolume> Get(const std::string& name) override;
   StatusOr<std::vector<BackendVolume>> List() override;
   // The parent dataset's available space; total = available + used.
@@ -58,12 +65,16 @@ class ZfsBackend : public Backend {
     int64_t size_bytes = 0;   // volsize, or refquota (0: none)
     std::string mountpoint;   // "" unless an absolute path
     int64_t block_bytes = 0;  // volblocksize of a zvol
+    std::string owner_uid;    // pillar-csi:volume-uid; "" when unset
   };
 
  private:
   Status CheckConfig() const { return validate::PoolName("pool", dataset_); }
   Status CheckName(const std::string& name) const;
   std::string Id(const std::string& name) const { return dataset_ + "/" + name; }
+  std::string Object(const std::string& name) const {
+    return "zfs pool " + dataset_ + ": dataset " + Id(name);
+  }
   BackendVolume ToVolume(const DatasetRow& row) const;
   StatusOr<std::vector<DatasetRow>> ListRows();
   StatusOr<std::optional<DatasetRow>> FindRow(const std::string& name);

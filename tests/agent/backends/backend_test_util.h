@@ -7,14 +7,19 @@
 
 namespace pillar::agent {
 
+// The lifecycle the tests' volumes belong to, and another one.
+inline constexpr char kOwner[] = "11111111-2222-4333-8444-555555555555";
+inline constexpr char kOtherOwner[] = "99999999-2222-4333-8444-555555555555";
+
 // Every operation of a backend configured with a bad pool (or directory,
 // or thin pool) fails with INVALID_ARGUMENT; callers then assert that no
 // command ran and no path was touched.
 inline void ExpectEveryOperationRefused(Backend& b) {
   constexpr int64_t kSize = int64_t{1} << 30;
-  EXPECT_EQ(b.Create("v", kSize, VolumeMode::kBlock, {}).status().code(), Code::kInvalidArgument);
-  EXPECT_EQ(b.Expand("v", kSize).status().code(), Code::kInvalidArgument);
-  EXPECT_EQ(b.Delete("v").code(), Code::kInvalidArgument);
+  EXPECT_EQ(b.Create("v", kSize, VolumeMode::kBlock, {}, kOwner).status().code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(b.Expand("v", kSize, kOwner).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(b.Delete("v", kOwner).code(), Code::kInvalidArgument);
   EXPECT_EQ(b.Get("v").status().code(), Code::kInvalidArgument);
   EXPECT_EQ(b.List().status().code(), Code::kInvalidArgument);
   EXPECT_EQ(b.Capacity().status().code(), Code::kInvalidArgument);

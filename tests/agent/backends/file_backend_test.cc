@@ -73,10 +73,10 @@ TEST(FileBackendConfigTest, BadPoolNamesAndDirectoriesRefuseEverything) {
 TEST_F(FileBackendTest, RefusesBadVolumeNamesBeforeTouchingAnything) {
   for (const char* bad : {"../x", "-rf", "a;b", "", "a/b", ".pillar"}) {
     SCOPED_TRACE(bad);
-    EXPECT_EQ(backend_->Create(bad, kGiB, VolumeMode::kBlock, {}).status().code(),
+    EXPECT_EQ(backend_->Create(bad, kGiB, VolumeMode::kBlock, {}, kOwner).status().code(),
               Code::kInvalidArgument);
-    EXPECT_EQ(backend_->Expand(bad, kGiB).status().code(), Code::kInvalidArgument);
-    EXPECT_EQ(backend_->Delete(bad).code(), Code::kInvalidArgument);
+    EXPECT_EQ(backend_->Expand(bad, kGiB, kOwner).status().code(), Code::kInvalidArgument);
+    EXPECT_EQ(backend_->Delete(bad, kOwner).code(), Code::kInvalidArgument);
     EXPECT_EQ(backend_->Get(bad).status().code(), Code::kInvalidArgument);
     EXPECT_EQ(backend_->Expose(bad, VolumeMode::kBlock).status().code(), Code::kInvalidArgument);
     EXPECT_EQ(backend_->Unexpose(bad).code(), Code::kInvalidArgument);
@@ -86,18 +86,18 @@ TEST_F(FileBackendTest, RefusesBadVolumeNamesBeforeTouchingAnything) {
 }
 
 TEST_F(FileBackendTest, RefusesNonPositiveSizesAndAnyParameter) {
-  EXPECT_EQ(backend_->Create("v", 0, VolumeMode::kBlock, {}).status().code(),
+  EXPECT_EQ(backend_->Create("v", 0, VolumeMode::kBlock, {}, kOwner).status().code(),
             Code::kInvalidArgument);
-  EXPECT_EQ(backend_->Create("v", -1, VolumeMode::kFilesystem, {}).status().code(),
+  EXPECT_EQ(backend_->Create("v", -1, VolumeMode::kFilesystem, {}, kOwner).status().code(),
             Code::kInvalidArgument);
-  auto r = backend_->Create("v", kGiB, VolumeMode::kBlock, {{"compression", "lz4"}});
+  auto r = backend_->Create("v", kGiB, VolumeMode::kBlock, {{"compression", "lz4"}}, kOwner);
   EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
   EXPECT_THAT(r.status().message(), HasSubstr("compression"));
   EXPECT_THAT(*fs_.ListDir(tmp_.path()), IsEmpty());
 }
 
 TEST_F(FileBackendTest, CreateBlockMakesASparseImageOfExactSize) {
-  auto vol = backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {});
+  auto vol = backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner);
   ASSERT_TRUE(vol.ok()) << vol.status().ToString();
   EXPECT_EQ(vol->name, "vol-1");
   EXPECT_EQ(vol->size_bytes, kGiB);
@@ -109,44 +109,109 @@ TEST_F(FileBackendTest, CreateBlockMakesASparseImageOfExactSize) {
   EXPECT_THAT(exec_.calls(), IsEmpty());  // attaching is Expose's job
 
   // A loop device drops a partial last sector, so sizes round up to 512.
-  auto odd = backend_->Create("odd", 1000, VolumeMode::kBlock, {});
+  auto odd = backend_->Create("odd", 1000, VolumeMode::kBlock, {}, kOwner);
   ASSERT_TRUE(odd.ok());
   EXPECT_EQ(odd->size_bytes, 1024);
   EXPECT_EQ(*fs_.FileSize(Image("odd")), 1024);
 }
 
 TEST_F(FileBackendTest, CreateIsIdempotentAndRefusesMismatches) {
-  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}).ok());
-  auto again = backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {});
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner).ok());
+  auto again = backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->size_bytes, kGiB);
-  auto smaller = backend_->Create("vol-1", kMiB, VolumeMode::kBlock, {});
+  auto smaller = backend_->Create("vol-1", kMiB, VolumeMode::kBlock, {}, kOwner);
   ASSERT_TRUE(smaller.ok());
   EXPECT_EQ(smaller->size_bytes, kGiB);
 
-  auto bigger = backend_->Create("vol-1", 2 * kGiB, VolumeMode::kBlock, {});
+  auto bigger = backend_->Create("vol-1", 2 * kGiB, VolumeMode::kBlock, {}, kOwner);
   EXPECT_EQ(bigger.status().code(), Code::kAlreadyExists);
   EXPECT_THAT(bigger.status().message(), HasSubstr("images/vol-1"));
-  auto other_mode = backend_->Create("vol-1", kGiB, VolumeMode::kFilesystem, {});
+  auto other_mode = backend_->Create("vol-1", kGiB, VolumeMode::kFilesystem, {}, kOwner);
   EXPECT_EQ(other_mode.status().code(), Code::kAlreadyExists);
   EXPECT_THAT(other_mode.status().message(), HasSubstr("images/vol-1"));
   EXPECT_EQ(*fs_.FileSize(Image("vol-1")), kGiB);  // untouched
   EXPECT_FALSE(fs_.Exists(tmp_.Sub("vol-1")));
 
-  ASSERT_TRUE(backend_->Create("fs-1", kGiB, VolumeMode::kFilesystem, {}).ok());
-  EXPECT_EQ(backend_->Create("fs-1", kGiB, VolumeMode::kBlock, {}).status().code(),
+  ASSERT_TRUE(backend_->Create("fs-1", kGiB, VolumeMode::kFilesystem, {}, kOwner).ok());
+  EXPECT_EQ(backend_->Create("fs-1", kGiB, VolumeMode::kBlock, {}, kOwner).status().code(),
             Code::kAlreadyExists);
   EXPECT_FALSE(fs_.Exists(Image("fs-1")));
 }
 
+// Issue 11: a hand-made precious.img is never adopted, grown or deleted,
+// byte for byte; SetOwner (import) marks it and nothing else.
+TEST_F(FileBackendTest, AnImageWithoutOwnershipMarkIsNeverTouched) {
+  const std::string data = "precious bytes, not pillar's";
+  {
+    std::ofstream out(Image("precious"));
+    out << data;
+  }
+  auto adopt = backend_->Create("precious", 1, VolumeMode::kBlock, {}, kOwner);
+  EXPECT_EQ(adopt.status().code(), Code::kAlreadyExists);
+  EXPECT_THAT(adopt.status().message(),
+              HasSubstr("file pool images: precious.img exists and is not pillar's"));
+  EXPECT_EQ(backend_->Expand("precious", kGiB, kOwner).status().code(), Code::kFailedPrecondition);
+  EXPECT_EQ(backend_->Delete("precious", kOwner).code(), Code::kFailedPrecondition);
+  EXPECT_EQ(*fs_.ReadFile(Image("precious")), data);
+  EXPECT_FALSE(fs_.Exists(tmp_.Sub(".pillar/precious.json")));
+  EXPECT_THAT(exec_.calls(), IsEmpty());
+
+  ASSERT_TRUE(backend_->SetOwner("precious", kOwner).ok());
+  EXPECT_EQ(backend_->Get("precious")->owner_uid, kOwner);
+  EXPECT_EQ(backend_->SetOwner("precious", kOtherOwner).code(), Code::kAlreadyExists);
+  EXPECT_EQ(backend_->Create("precious", 1, VolumeMode::kBlock, {}, kOtherOwner).status().code(),
+            Code::kAlreadyExists);
+  EXPECT_EQ(backend_->Delete("precious", kOtherOwner).code(), Code::kFailedPrecondition);
+  EXPECT_TRUE(backend_->Create("precious", 1, VolumeMode::kBlock, {}, kOwner).ok());
+  EXPECT_EQ(*fs_.ReadFile(Image("precious")), data);
+  EXPECT_EQ(backend_->SetOwner("nope", kOwner).code(), Code::kNotFound);
+}
+
+TEST_F(FileBackendTest, CreatedVolumesCarryTheirOwnerInA0600Sidecar) {
+  ASSERT_TRUE(backend_->Create("vol-1", kMiB, VolumeMode::kBlock, {}, kOwner).ok());
+  auto sidecar = ParseFileSidecar(*fs_.ReadFile(tmp_.Sub(".pillar/vol-1.json")));
+  ASSERT_TRUE(sidecar.ok());
+  EXPECT_EQ(sidecar->mode, VolumeMode::kBlock);
+  EXPECT_EQ(sidecar->volume_uid, kOwner);
+  struct stat st {};
+  ASSERT_EQ(stat(tmp_.Sub(".pillar/vol-1.json").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600U);
+  auto list = backend_->List();
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 1U);
+  EXPECT_EQ((*list)[0].owner_uid, kOwner);
+  EXPECT_EQ(backend_->Create("vol-1", kMiB, VolumeMode::kBlock, {}, "not-a-uuid").status().code(),
+            Code::kInvalidArgument);
+}
+
+TEST(FileSidecarTest, ParsesOldAndNewFormsAndRefusesTheRest) {
+  auto old = ParseFileSidecar("{\"mode\":\"filesystem\",\"size_bytes\":5}");
+  ASSERT_TRUE(old.ok());
+  EXPECT_EQ(old->volume_uid, "");
+  EXPECT_EQ(old->size_bytes, 5);
+  FileSidecar block{VolumeMode::kBlock, 0, kOwner};
+  auto back = ParseFileSidecar(FormatFileSidecar(block));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->volume_uid, kOwner);
+  for (const char* bad :
+       {"", "[]", "{}", "{\"mode\":\"block\",\"volumeUid\":\"x\"}",
+        "{\"mode\":\"block\",\"volumeUid\":1}", "{\"mode\":\"filesystem\"}",
+        "{\"mode\":\"filesystem\",\"size_bytes\":-1}",
+        "{\"mode\":\"filesystem\",\"size_bytes\":18446744073709551615}", "{\"mode\":\"tape\"}"}) {
+    EXPECT_EQ(ParseFileSidecar(bad).status().code(), Code::kInvalidArgument) << bad;
+  }
+}
+
 TEST_F(FileBackendTest, CreateFilesystemMakesADirectoryAndRecordsItsSize) {
-  auto vol = backend_->Create("fs-1", 5 * kGiB, VolumeMode::kFilesystem, {});
+  auto vol = backend_->Create("fs-1", 5 * kGiB, VolumeMode::kFilesystem, {}, kOwner);
   ASSERT_TRUE(vol.ok()) << vol.status().ToString();
   EXPECT_EQ(vol->mode, VolumeMode::kFilesystem);
   EXPECT_EQ(vol->export_path, tmp_.Sub("fs-1"));
   EXPECT_TRUE(fs_.IsDir(tmp_.Sub("fs-1")));
   EXPECT_EQ(*fs_.ReadFile(tmp_.Sub(".pillar/fs-1.json")),
-            "{\"mode\":\"filesystem\",\"size_bytes\":5368709120}\n");
+            "{\"mode\":\"filesystem\",\"size_bytes\":5368709120,\"volumeUid\":\"" +
+                std::string(kOwner) + "\"}\n");
   auto got = backend_->Get("fs-1");
   ASSERT_TRUE(got.ok());
   EXPECT_EQ(got->size_bytes, 5 * kGiB);
@@ -156,18 +221,18 @@ TEST_F(FileBackendTest, CreateFilesystemMakesADirectoryAndRecordsItsSize) {
 TEST_F(FileBackendTest, CreateFilesystemAdoptsOnlyAnEmptyDirectoryWithoutSidecar) {
   ASSERT_TRUE(fs_.MakeDir(tmp_.Sub("empty")).ok());
   EXPECT_EQ(backend_->Get("empty").status().code(), Code::kNotFound);  // not ours yet
-  EXPECT_TRUE(backend_->Create("empty", kGiB, VolumeMode::kFilesystem, {}).ok());
+  EXPECT_TRUE(backend_->Create("empty", kGiB, VolumeMode::kFilesystem, {}, kOwner).ok());
 
   ASSERT_TRUE(fs_.MakeDir(tmp_.Sub("data")).ok());
   ASSERT_TRUE(fs_.WriteFile(tmp_.Sub("data/precious"), "x").ok());
-  auto r = backend_->Create("data", kGiB, VolumeMode::kFilesystem, {});
+  auto r = backend_->Create("data", kGiB, VolumeMode::kFilesystem, {}, kOwner);
   EXPECT_EQ(r.status().code(), Code::kAlreadyExists);
   EXPECT_THAT(r.status().message(), HasSubstr("not empty"));
   EXPECT_FALSE(fs_.Exists(tmp_.Sub(".pillar/data.json")));
 
   // The block image of volume "x" occupies the path of filesystem "x.img".
-  ASSERT_TRUE(backend_->Create("x", kMiB, VolumeMode::kBlock, {}).ok());
-  EXPECT_EQ(backend_->Create("x.img", kMiB, VolumeMode::kFilesystem, {}).status().code(),
+  ASSERT_TRUE(backend_->Create("x", kMiB, VolumeMode::kBlock, {}, kOwner).ok());
+  EXPECT_EQ(backend_->Create("x.img", kMiB, VolumeMode::kFilesystem, {}, kOwner).status().code(),
             Code::kAlreadyExists);
 }
 
@@ -178,7 +243,7 @@ TEST_F(FileBackendTest, GetOfAMissingVolumeIsNotFound) {
 }
 
 TEST_F(FileBackendTest, CorruptSidecarIsInternal) {
-  ASSERT_TRUE(backend_->Create("fs-1", kGiB, VolumeMode::kFilesystem, {}).ok());
+  ASSERT_TRUE(backend_->Create("fs-1", kGiB, VolumeMode::kFilesystem, {}, kOwner).ok());
   ASSERT_TRUE(fs_.WriteFile(tmp_.Sub(".pillar/fs-1.json"), "{\"size_bytes\": \"big\"}").ok());
   auto r = backend_->Get("fs-1");
   EXPECT_EQ(r.status().code(), Code::kInternal);
@@ -197,10 +262,10 @@ TEST_F(FileBackendTest, ASymlinkedImageIsNeverTakenForAVolume) {
 }
 
 TEST_F(FileBackendTest, ExpandGrowsTheImageAndTellsAnAttachedLoopDevice) {
-  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}).ok());
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner).ok());
   OnLoopList(LoopJson("/dev/loop7", Image("vol-1")));
   exec_.OnOutput({"losetup", "--set-capacity"}, "");
-  auto vol = backend_->Expand("vol-1", 2 * kGiB);
+  auto vol = backend_->Expand("vol-1", 2 * kGiB, kOwner);
   ASSERT_TRUE(vol.ok()) << vol.status().ToString();
   EXPECT_EQ(vol->size_bytes, 2 * kGiB);
   EXPECT_EQ(*fs_.FileSize(Image("vol-1")), 2 * kGiB);
@@ -209,56 +274,56 @@ TEST_F(FileBackendTest, ExpandGrowsTheImageAndTellsAnAttachedLoopDevice) {
 }
 
 TEST_F(FileBackendTest, ExpandOfADetachedImageOnlyGrowsTheFile) {
-  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}).ok());
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner).ok());
   OnLoopList(kNoLoops);
-  ASSERT_TRUE(backend_->Expand("vol-1", 3 * kGiB).ok());
+  ASSERT_TRUE(backend_->Expand("vol-1", 3 * kGiB, kOwner).ok());
   EXPECT_EQ(*fs_.FileSize(Image("vol-1")), 3 * kGiB);
   EXPECT_THAT(exec_.CallLines(), ElementsAre(ListCmd("vol-1")));
 }
 
 TEST_F(FileBackendTest, ExpandNeverShrinksAndIsANoOpAtTheSameSize) {
-  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}).ok());
-  auto same = backend_->Expand("vol-1", kGiB);
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner).ok());
+  auto same = backend_->Expand("vol-1", kGiB, kOwner);
   ASSERT_TRUE(same.ok());
   EXPECT_EQ(same->size_bytes, kGiB);
-  auto shrink = backend_->Expand("vol-1", kMiB);
+  auto shrink = backend_->Expand("vol-1", kMiB, kOwner);
   EXPECT_EQ(shrink.status().code(), Code::kOutOfRange);
   EXPECT_THAT(shrink.status().message(), HasSubstr("images/vol-1"));
   EXPECT_EQ(*fs_.FileSize(Image("vol-1")), kGiB);
   EXPECT_THAT(exec_.calls(), IsEmpty());
-  EXPECT_EQ(backend_->Expand("nope", kGiB).status().code(), Code::kNotFound);
-  EXPECT_EQ(backend_->Expand("vol-1", 0).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(backend_->Expand("nope", kGiB, kOwner).status().code(), Code::kNotFound);
+  EXPECT_EQ(backend_->Expand("vol-1", 0, kOwner).status().code(), Code::kInvalidArgument);
 }
 
 TEST_F(FileBackendTest, ExpandFilesystemRewritesTheSidecar) {
-  ASSERT_TRUE(backend_->Create("fs-1", kGiB, VolumeMode::kFilesystem, {}).ok());
-  auto vol = backend_->Expand("fs-1", 2 * kGiB);
+  ASSERT_TRUE(backend_->Create("fs-1", kGiB, VolumeMode::kFilesystem, {}, kOwner).ok());
+  auto vol = backend_->Expand("fs-1", 2 * kGiB, kOwner);
   ASSERT_TRUE(vol.ok());
   EXPECT_EQ(vol->size_bytes, 2 * kGiB);
   EXPECT_EQ(backend_->Get("fs-1")->size_bytes, 2 * kGiB);
-  EXPECT_EQ(backend_->Expand("fs-1", kGiB).status().code(), Code::kOutOfRange);
+  EXPECT_EQ(backend_->Expand("fs-1", kGiB, kOwner).status().code(), Code::kOutOfRange);
   EXPECT_THAT(exec_.calls(), IsEmpty());
 }
 
 TEST_F(FileBackendTest, DeleteDetachesThenRemovesTheImage) {
-  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}).ok());
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner).ok());
   OnLoopList(LoopJson("/dev/loop3", Image("vol-1")));
   exec_.OnOutput({"losetup", "--detach"}, "");
-  ASSERT_TRUE(backend_->Delete("vol-1").ok());
+  ASSERT_TRUE(backend_->Delete("vol-1", kOwner).ok());
   EXPECT_FALSE(fs_.Exists(Image("vol-1")));
   EXPECT_THAT(exec_.CallLines(), ElementsAre(ListCmd("vol-1"), "losetup --detach /dev/loop3"));
 
   exec_.ClearCalls();
-  EXPECT_TRUE(backend_->Delete("vol-1").ok());  // missing is success
+  EXPECT_TRUE(backend_->Delete("vol-1", kOwner).ok());  // missing is success
   EXPECT_THAT(exec_.calls(), IsEmpty());
 }
 
 TEST_F(FileBackendTest, DeleteKeepsTheImageWhenDetachFails) {
-  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}).ok());
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner).ok());
   OnLoopList(LoopJson("/dev/loop3", Image("vol-1")));
   exec_.OnOutput({"losetup", "--detach"}, "", 1,
                  "losetup: /dev/loop3: detach failed: Permission denied\n");
-  Status s = backend_->Delete("vol-1");
+  Status s = backend_->Delete("vol-1", kOwner);
   EXPECT_FALSE(s.ok());
   EXPECT_THAT(s.message(), HasSubstr("losetup --detach /dev/loop3"));
   EXPECT_THAT(s.message(), HasSubstr("Permission denied"));
@@ -266,10 +331,10 @@ TEST_F(FileBackendTest, DeleteKeepsTheImageWhenDetachFails) {
 }
 
 TEST_F(FileBackendTest, DeleteFilesystemRemovesTheTreeAndSidecar) {
-  ASSERT_TRUE(backend_->Create("fs-1", kGiB, VolumeMode::kFilesystem, {}).ok());
+  ASSERT_TRUE(backend_->Create("fs-1", kGiB, VolumeMode::kFilesystem, {}, kOwner).ok());
   ASSERT_TRUE(fs_.MakeDirs(tmp_.Sub("fs-1/a/b")).ok());
   ASSERT_TRUE(fs_.WriteFile(tmp_.Sub("fs-1/a/b/file"), "data").ok());
-  ASSERT_TRUE(backend_->Delete("fs-1").ok());
+  ASSERT_TRUE(backend_->Delete("fs-1", kOwner).ok());
   EXPECT_FALSE(fs_.Exists(tmp_.Sub("fs-1")));
   EXPECT_FALSE(fs_.Exists(tmp_.Sub(".pillar/fs-1.json")));
   EXPECT_EQ(backend_->Get("fs-1").status().code(), Code::kNotFound);
@@ -277,8 +342,8 @@ TEST_F(FileBackendTest, DeleteFilesystemRemovesTheTreeAndSidecar) {
 }
 
 TEST_F(FileBackendTest, ListShowsVolumesOnlyAndCapacityComesFromStatvfs) {
-  ASSERT_TRUE(backend_->Create("b-1", kMiB, VolumeMode::kBlock, {}).ok());
-  ASSERT_TRUE(backend_->Create("f-1", kGiB, VolumeMode::kFilesystem, {}).ok());
+  ASSERT_TRUE(backend_->Create("b-1", kMiB, VolumeMode::kBlock, {}, kOwner).ok());
+  ASSERT_TRUE(backend_->Create("f-1", kGiB, VolumeMode::kFilesystem, {}, kOwner).ok());
   ASSERT_TRUE(fs_.MakeDir(tmp_.Sub("stray-dir")).ok());          // no sidecar
   ASSERT_TRUE(fs_.WriteFile(tmp_.Sub("notes.txt"), "hi").ok());  // not an image
   ASSERT_TRUE(fs_.WriteFile(tmp_.Sub("-bad.img"), "").ok());     // not a volume name
@@ -301,7 +366,7 @@ TEST_F(FileBackendTest, ListShowsVolumesOnlyAndCapacityComesFromStatvfs) {
 }
 
 TEST_F(FileBackendTest, ExposeAttachesADetachedImage) {
-  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}).ok());
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner).ok());
   OnLoopList(kNoLoops);
   exec_.OnOutput({"losetup", "--find"}, "/dev/loop4\n");
   auto dev = backend_->Expose("vol-1", VolumeMode::kBlock);
@@ -313,14 +378,14 @@ TEST_F(FileBackendTest, ExposeAttachesADetachedImage) {
 }
 
 TEST_F(FileBackendTest, ExposeReusesAnExistingAttachment) {
-  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}).ok());
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner).ok());
   OnLoopList(LoopJson("/dev/loop0", Image("vol-1")));
   EXPECT_EQ(*backend_->Expose("vol-1", VolumeMode::kBlock), "/dev/loop0");
   EXPECT_THAT(exec_.CallLines(), ElementsAre(ListCmd("vol-1")));
 }
 
 TEST_F(FileBackendTest, ExposeAcceptsTheSilentOutputOfOlderLosetup) {
-  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}).ok());
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner).ok());
   OnLoopList("");
   exec_.OnOutput({"losetup", "--find"}, "/dev/loop1\n");
   EXPECT_EQ(*backend_->Expose("vol-1", VolumeMode::kBlock), "/dev/loop1");
@@ -330,7 +395,7 @@ TEST_F(FileBackendTest, ExposeNeverCreatesAndChecksTheMode) {
   auto missing = backend_->Expose("nope", VolumeMode::kBlock);
   EXPECT_EQ(missing.status().code(), Code::kNotFound);
   EXPECT_FALSE(fs_.Exists(Image("nope")));
-  ASSERT_TRUE(backend_->Create("fs-1", kGiB, VolumeMode::kFilesystem, {}).ok());
+  ASSERT_TRUE(backend_->Create("fs-1", kGiB, VolumeMode::kFilesystem, {}, kOwner).ok());
   EXPECT_EQ(*backend_->Expose("fs-1", VolumeMode::kFilesystem), tmp_.Sub("fs-1"));
   EXPECT_EQ(backend_->Expose("fs-1", VolumeMode::kBlock).status().code(),
             Code::kFailedPrecondition);
@@ -338,7 +403,7 @@ TEST_F(FileBackendTest, ExposeNeverCreatesAndChecksTheMode) {
 }
 
 TEST_F(FileBackendTest, ExposeReportsLosetupFailuresWithCommandAndStderr) {
-  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}).ok());
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner).ok());
   OnLoopList(kNoLoops);
   exec_.OnOutput(
       {"losetup", "--find"}, "", 1,
@@ -350,14 +415,14 @@ TEST_F(FileBackendTest, ExposeReportsLosetupFailuresWithCommandAndStderr) {
 }
 
 TEST_F(FileBackendTest, ExposeRefusesWhatIsNotALoopDevice) {
-  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}).ok());
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner).ok());
   OnLoopList(kNoLoops);
   exec_.OnOutput({"losetup", "--find"}, "/dev/sda\n");
   EXPECT_EQ(backend_->Expose("vol-1", VolumeMode::kBlock).status().code(), Code::kInternal);
 }
 
 TEST_F(FileBackendTest, MalformedLosetupJsonIsInternal) {
-  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}).ok());
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner).ok());
   for (const char* bad :
        {"{\"loopdevices\": [", "{\"devices\": []}", "{\"loopdevices\": [{\"back-file\": \"/x\"}]}",
         "{\"loopdevices\": [{\"name\": \"/dev/sda; rm\"}]}"}) {
@@ -373,7 +438,7 @@ TEST_F(FileBackendTest, MalformedLosetupJsonIsInternal) {
 }
 
 TEST_F(FileBackendTest, UnexposeDetachesEveryAttachment) {
-  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}).ok());
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner).ok());
   const std::string two =
       "{\n   \"loopdevices\": [\n      {\n         \"name\": \"/dev/loop0\",\n         "
       "\"back-file\": \"" +
@@ -399,7 +464,7 @@ TEST_F(FileBackendTest, RealLoopDeviceAttachReuseGrowDetach) {
   }
   SystemExec exec;
   auto backend = std::make_unique<FileBackend>("images", tmp_.path(), exec, fs_);
-  ASSERT_TRUE(backend->Create("real", 64 * kMiB, VolumeMode::kBlock, {}).ok());
+  ASSERT_TRUE(backend->Create("real", 64 * kMiB, VolumeMode::kBlock, {}, kOwner).ok());
   struct Detach {
     FileBackend* b;
     ~Detach() { (void)b->Unexpose("real"); }
@@ -412,7 +477,7 @@ TEST_F(FileBackendTest, RealLoopDeviceAttachReuseGrowDetach) {
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(*again, *dev);
 
-  ASSERT_TRUE(backend->Expand("real", 128 * kMiB).ok());
+  ASSERT_TRUE(backend->Expand("real", 128 * kMiB, kOwner).ok());
   std::ifstream sectors("/sys/block/" + dev->substr(5) + "/size");
   int64_t n = 0;
   sectors >> n;
@@ -422,7 +487,7 @@ TEST_F(FileBackendTest, RealLoopDeviceAttachReuseGrowDetach) {
   auto after = exec.Run({{"losetup", "--list", "--noheadings", "--associated", Image("real")}});
   ASSERT_TRUE(after.ok());
   EXPECT_EQ(after->out, "");
-  ASSERT_TRUE(backend->Delete("real").ok());
+  ASSERT_TRUE(backend->Delete("real", kOwner).ok());
   EXPECT_FALSE(fs_.Exists(Image("real")));
 }
 

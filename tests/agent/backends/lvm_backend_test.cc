@@ -32,10 +32,11 @@ constexpr char kLvsFooter[] =
     "  }\n";
 
 std::string LvRow(const std::string& name, int64_t size, const std::string& attr,
-                  const std::string& pool = "") {
+                  const std::string& pool = "",
+                  const std::string& tags = std::string("pillar-csi.volume-uid.") + kOwner) {
   return "                  {\"lv_name\":\"" + name + "\", \"lv_size\":\"" + std::to_string(size) +
          "\", \"lv_attr\":\"" + attr + "\", \"pool_lv\":\"" + pool +
-         "\", \"vg_extent_size\":\"4194304\"}";
+         "\", \"vg_extent_size\":\"4194304\", \"lv_tags\":\"" + tags + "\"}";
 }
 
 std::string Lvs(const std::vector<std::string>& rows) {
@@ -56,7 +57,7 @@ std::string FullVg() {
 
 constexpr char kLvsCmd[] =
     "lvs --reportformat json --units b --nosuffix -o "
-    "lv_name,lv_size,lv_attr,pool_lv,vg_extent_size -- vg0";
+    "lv_name,lv_size,lv_attr,pool_lv,vg_extent_size,lv_tags -- vg0";
 
 class LvmBackendTest : public ::testing::Test {
  protected:
@@ -97,9 +98,10 @@ TEST_F(LvmBackendTest, RefusesBadVolumeNamesBeforeRunningAnything) {
   auto b = Linear();
   for (const char* bad : {"../x", "-rf", "a;b", "", "vg0/x", "[tp_tdata]"}) {
     SCOPED_TRACE(bad);
-    EXPECT_EQ(b->Create(bad, kGiB, VolumeMode::kBlock, {}).status().code(), Code::kInvalidArgument);
-    EXPECT_EQ(b->Expand(bad, kGiB).status().code(), Code::kInvalidArgument);
-    EXPECT_EQ(b->Delete(bad).code(), Code::kInvalidArgument);
+    EXPECT_EQ(b->Create(bad, kGiB, VolumeMode::kBlock, {}, kOwner).status().code(),
+              Code::kInvalidArgument);
+    EXPECT_EQ(b->Expand(bad, kGiB, kOwner).status().code(), Code::kInvalidArgument);
+    EXPECT_EQ(b->Delete(bad, kOwner).code(), Code::kInvalidArgument);
     EXPECT_EQ(b->Get(bad).status().code(), Code::kInvalidArgument);
     EXPECT_EQ(b->Expose(bad, VolumeMode::kBlock).status().code(), Code::kInvalidArgument);
     EXPECT_EQ(b->Unexpose(bad).code(), Code::kInvalidArgument);
@@ -109,11 +111,12 @@ TEST_F(LvmBackendTest, RefusesBadVolumeNamesBeforeRunningAnything) {
 
 TEST_F(LvmBackendTest, RefusesFilesystemModeSizesAndParameters) {
   auto b = Linear();
-  auto fs = b->Create("v", kGiB, VolumeMode::kFilesystem, {});
+  auto fs = b->Create("v", kGiB, VolumeMode::kFilesystem, {}, kOwner);
   EXPECT_EQ(fs.status().code(), Code::kInvalidArgument);
   EXPECT_THAT(fs.status().message(), HasSubstr("filesystem"));
-  EXPECT_EQ(b->Create("v", 0, VolumeMode::kBlock, {}).status().code(), Code::kInvalidArgument);
-  auto p = b->Create("v", kGiB, VolumeMode::kBlock, {{"stripes", "2"}});
+  EXPECT_EQ(b->Create("v", 0, VolumeMode::kBlock, {}, kOwner).status().code(),
+            Code::kInvalidArgument);
+  auto p = b->Create("v", kGiB, VolumeMode::kBlock, {{"stripes", "2"}}, kOwner);
   EXPECT_EQ(p.status().code(), Code::kInvalidArgument);
   EXPECT_THAT(p.status().message(), HasSubstr("stripes"));
   EXPECT_EQ(b->Expose("v", VolumeMode::kFilesystem).status().code(), Code::kInvalidArgument);
@@ -122,53 +125,59 @@ TEST_F(LvmBackendTest, RefusesFilesystemModeSizesAndParameters) {
 
 TEST_F(LvmBackendTest, CreateLinearWipesAndReportsTheRealSize) {
   OnLvsChangingAfter("lvcreate", FullVg(), Lvs({LvRow("new", kGiB + 4 * kMiB, "-wi-a-----")}));
-  auto vol = Linear()->Create("new", kGiB + 1, VolumeMode::kBlock, {});
+  auto vol = Linear()->Create("new", kGiB + 1, VolumeMode::kBlock, {}, kOwner);
   ASSERT_TRUE(vol.ok()) << vol.status().ToString();
   EXPECT_EQ(vol->size_bytes, kGiB + 4 * kMiB);  // lvm rounded up to extents
   EXPECT_EQ(vol->device_path, "/dev/vg0/new");
   EXPECT_EQ(vol->mode, VolumeMode::kBlock);
-  EXPECT_THAT(exec_.CallLines(),
-              ElementsAre(kLvsCmd,
-                          // byte sizes must be whole sectors for lvcreate
-                          "lvcreate --yes --wipesignatures y --zero y --type linear --size "
-                          "1073742336b --name new -- vg0",
-                          kLvsCmd));
+  EXPECT_THAT(
+      exec_.CallLines(),
+      ElementsAre(kLvsCmd,
+                  // byte sizes must be whole sectors for lvcreate
+                  "lvcreate --yes --wipesignatures y --zero y --type linear --size "
+                  "1073742336b --addtag pillar-csi.volume-uid.11111111-2222-4333-8444-555555555555 "
+                  "--name new -- vg0",
+                  kLvsCmd));
 }
 
 TEST_F(LvmBackendTest, CreateThinUsesTheThinPool) {
   OnLvsChangingAfter(
       "lvcreate", FullVg(),
       Lvs({LvRow("tp", 10 * kGiB, "twi-aotz--"), LvRow("new", 20 * kGiB, "Vwi-a-tz--", "tp")}));
-  auto vol = Thin()->Create("new", 20 * kGiB, VolumeMode::kBlock, {});
+  auto vol = Thin()->Create("new", 20 * kGiB, VolumeMode::kBlock, {}, kOwner);
   ASSERT_TRUE(vol.ok()) << vol.status().ToString();
   EXPECT_EQ(vol->size_bytes, 20 * kGiB);
-  EXPECT_THAT(exec_.CallLines(),
-              ElementsAre(kLvsCmd,
-                          "lvcreate --yes --type thin --virtualsize 21474836480b --thinpool tp "
-                          "--name new -- vg0",
-                          kLvsCmd));
+  EXPECT_THAT(
+      exec_.CallLines(),
+      ElementsAre(
+          kLvsCmd,
+          "lvcreate --yes --type thin --virtualsize 21474836480b --thinpool tp "
+          "--addtag pillar-csi.volume-uid.11111111-2222-4333-8444-555555555555 --name new -- vg0",
+          kLvsCmd));
 }
 
 TEST_F(LvmBackendTest, CreateIsIdempotentAndRefusesMismatches) {
   exec_.OnOutput({"lvs"}, FullVg());
   auto b = Linear();
-  auto same = b->Create("vol-1", kGiB, VolumeMode::kBlock, {});
+  auto same = b->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner);
   ASSERT_TRUE(same.ok()) << same.status().ToString();
   EXPECT_EQ(same->size_bytes, kGiB);
-  EXPECT_TRUE(b->Create("vol-1", kMiB, VolumeMode::kBlock, {}).ok());
-  auto bigger = b->Create("vol-1", 2 * kGiB, VolumeMode::kBlock, {});
+  EXPECT_TRUE(b->Create("vol-1", kMiB, VolumeMode::kBlock, {}, kOwner).ok());
+  auto bigger = b->Create("vol-1", 2 * kGiB, VolumeMode::kBlock, {}, kOwner);
   EXPECT_EQ(bigger.status().code(), Code::kAlreadyExists);
   EXPECT_THAT(bigger.status().message(), HasSubstr("vg0/vol-1"));
   // Names held by LVs that are not linear volumes: never adopted.
   for (const char* foreign : {"tp", "thin-1", "snap"}) {
-    auto r = b->Create(foreign, kMiB, VolumeMode::kBlock, {});
+    auto r = b->Create(foreign, kMiB, VolumeMode::kBlock, {}, kOwner);
     EXPECT_EQ(r.status().code(), Code::kAlreadyExists) << foreign;
     EXPECT_THAT(r.status().message(), HasSubstr(std::string("vg0/") + foreign));
   }
   auto t = Thin();
-  EXPECT_TRUE(t->Create("thin-1", 5 * kGiB, VolumeMode::kBlock, {}).ok());
-  EXPECT_EQ(t->Create("vol-1", kGiB, VolumeMode::kBlock, {}).status().code(), Code::kAlreadyExists);
-  EXPECT_EQ(t->Create("tp", kGiB, VolumeMode::kBlock, {}).status().code(), Code::kAlreadyExists);
+  EXPECT_TRUE(t->Create("thin-1", 5 * kGiB, VolumeMode::kBlock, {}, kOwner).ok());
+  EXPECT_EQ(t->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner).status().code(),
+            Code::kAlreadyExists);
+  EXPECT_EQ(t->Create("tp", kGiB, VolumeMode::kBlock, {}, kOwner).status().code(),
+            Code::kAlreadyExists);
   for (const auto& line : exec_.CallLines()) EXPECT_EQ(line, kLvsCmd);
 }
 
@@ -177,7 +186,7 @@ TEST_F(LvmBackendTest, CreateReportsLvcreateFailure) {
   exec_.OnOutput({"lvcreate"}, "", 5,
                  "  Volume group \"vg0\" has insufficient free space (255 extents): 257 "
                  "required.\n");
-  auto r = Linear()->Create("big", 257 * (4 * kMiB), VolumeMode::kBlock, {});
+  auto r = Linear()->Create("big", 257 * (4 * kMiB), VolumeMode::kBlock, {}, kOwner);
   EXPECT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(), HasSubstr("lvcreate --yes"));
   EXPECT_THAT(r.status().message(), HasSubstr("insufficient free space"));
@@ -187,16 +196,16 @@ TEST_F(LvmBackendTest, ExpandRoundsToExtentsAndNeverShrinks) {
   OnLvsChangingAfter("lvextend", FullVg(), Lvs({LvRow("vol-1", kGiB + 4 * kMiB, "-wi-a-----")}));
   auto b = Linear();
   // Already this size after rounding: a retried Expand is a no-op.
-  auto same = b->Expand("vol-1", kGiB - 1);
+  auto same = b->Expand("vol-1", kGiB - 1, kOwner);
   ASSERT_TRUE(same.ok()) << same.status().ToString();
   EXPECT_EQ(same->size_bytes, kGiB);
-  auto shrink = b->Expand("vol-1", kGiB - 4 * kMiB);
+  auto shrink = b->Expand("vol-1", kGiB - 4 * kMiB, kOwner);
   EXPECT_EQ(shrink.status().code(), Code::kOutOfRange);
   EXPECT_THAT(shrink.status().message(), HasSubstr("vg0/vol-1"));
   EXPECT_THAT(exec_.CallLines(), ElementsAre(kLvsCmd, kLvsCmd));
 
   exec_.ClearCalls();
-  auto grown = b->Expand("vol-1", kGiB + 1);
+  auto grown = b->Expand("vol-1", kGiB + 1, kOwner);
   ASSERT_TRUE(grown.ok()) << grown.status().ToString();
   EXPECT_EQ(grown->size_bytes, kGiB + 4 * kMiB);
   EXPECT_THAT(exec_.CallLines(),
@@ -205,23 +214,23 @@ TEST_F(LvmBackendTest, ExpandRoundsToExtentsAndNeverShrinks) {
 
 TEST_F(LvmBackendTest, ExpandRefusesMissingAndForeignLvs) {
   exec_.OnOutput({"lvs"}, FullVg());
-  EXPECT_EQ(Linear()->Expand("nope", kGiB).status().code(), Code::kNotFound);
-  auto pool = Linear()->Expand("tp", 20 * kGiB);
+  EXPECT_EQ(Linear()->Expand("nope", kGiB, kOwner).status().code(), Code::kNotFound);
+  auto pool = Linear()->Expand("tp", 20 * kGiB, kOwner);
   EXPECT_EQ(pool.status().code(), Code::kFailedPrecondition);
   EXPECT_THAT(pool.status().message(), HasSubstr("vg0/tp"));
-  EXPECT_EQ(Thin()->Expand("tp", 20 * kGiB).status().code(), Code::kFailedPrecondition);
+  EXPECT_EQ(Thin()->Expand("tp", 20 * kGiB, kOwner).status().code(), Code::kFailedPrecondition);
   for (const auto& line : exec_.CallLines()) EXPECT_EQ(line, kLvsCmd);
 }
 
 TEST_F(LvmBackendTest, DeleteRemovesOnlyTheNamedVolume) {
   exec_.OnOutput({"lvs"}, FullVg());
   exec_.OnOutput({"lvremove"}, "  Logical volume \"vol-1\" successfully removed.\n");
-  ASSERT_TRUE(Linear()->Delete("vol-1").ok());
+  ASSERT_TRUE(Linear()->Delete("vol-1", kOwner).ok());
   EXPECT_THAT(exec_.CallLines(), ElementsAre(kLvsCmd, "lvremove --yes -- vg0/vol-1"));
 
   exec_.ClearCalls();
-  EXPECT_TRUE(Linear()->Delete("nope").ok());  // missing is success
-  ASSERT_TRUE(Thin()->Delete("thin-1").ok());
+  EXPECT_TRUE(Linear()->Delete("nope", kOwner).ok());  // missing is success
+  ASSERT_TRUE(Thin()->Delete("thin-1", kOwner).ok());
   EXPECT_THAT(exec_.CallLines(), ElementsAre(kLvsCmd, kLvsCmd, "lvremove --yes -- vg0/thin-1"));
 }
 
@@ -229,18 +238,68 @@ TEST_F(LvmBackendTest, DeleteNeverTouchesAThinPoolOrAnotherKindOfLv) {
   exec_.OnOutput({"lvs"}, FullVg());
   exec_.OnOutput({"lvremove"}, "");
   for (const char* foreign : {"tp", "snap", "thin-1"}) {
-    Status s = Linear()->Delete(foreign);
+    Status s = Linear()->Delete(foreign, kOwner);
     EXPECT_EQ(s.code(), Code::kFailedPrecondition) << foreign;
   }
-  EXPECT_EQ(Thin()->Delete("tp").code(), Code::kFailedPrecondition);
-  EXPECT_EQ(Thin()->Delete("vol-1").code(), Code::kFailedPrecondition);
+  EXPECT_EQ(Thin()->Delete("tp", kOwner).code(), Code::kFailedPrecondition);
+  EXPECT_EQ(Thin()->Delete("vol-1", kOwner).code(), Code::kFailedPrecondition);
   for (const auto& line : exec_.CallLines()) EXPECT_EQ(line, kLvsCmd);
+}
+
+// Issue 11: an LV pillar did not make (no tag) or another lifecycle's is
+// never adopted, grown or removed; SetOwner is the explicit way in.
+TEST_F(LvmBackendTest, OwnershipTagGuardsCreateExpandDelete) {
+  const std::string other_tag = std::string("pillar-csi.volume-uid.") + kOtherOwner;
+  exec_.OnOutput({"lvs"}, Lvs({LvRow("precious", kGiB, "-wi-a-----", "", ""),
+                               LvRow("theirs", kGiB, "-wi-a-----", "", "backup," + other_tag),
+                               LvRow("mine", kGiB, "-wi-a-----", "",
+                                     "backup,pillar-csi.volume-uid." + std::string(kOwner))}));
+  auto b = Linear();
+  auto adopt = b->Create("precious", kGiB, VolumeMode::kBlock, {}, kOwner);
+  EXPECT_EQ(adopt.status().code(), Code::kAlreadyExists);
+  EXPECT_THAT(adopt.status().message(),
+              HasSubstr("lvm pool vg0: LV precious exists and is not pillar's"));
+  EXPECT_THAT(adopt.status().message(), HasSubstr("import=true"));
+  auto taken = b->Create("theirs", kGiB, VolumeMode::kBlock, {}, kOwner);
+  EXPECT_EQ(taken.status().code(), Code::kAlreadyExists);
+  EXPECT_THAT(taken.status().message(), HasSubstr(kOtherOwner));
+  auto mine = b->Create("mine", kGiB, VolumeMode::kBlock, {}, kOwner);
+  ASSERT_TRUE(mine.ok()) << mine.status().ToString();
+  EXPECT_EQ(mine->owner_uid, kOwner);
+  for (const char* name : {"precious", "theirs"}) {
+    SCOPED_TRACE(name);
+    EXPECT_EQ(b->Expand(name, 2 * kGiB, kOwner).status().code(), Code::kFailedPrecondition);
+    Status del = b->Delete(name, kOwner);
+    EXPECT_EQ(del.code(), Code::kFailedPrecondition);
+    EXPECT_THAT(del.message(), HasSubstr(std::string("LV ") + name));
+  }
+  EXPECT_EQ(b->SetOwner("theirs", kOwner).code(), Code::kAlreadyExists);
+  EXPECT_TRUE(b->SetOwner("mine", kOwner).ok());  // already marked: nothing to run
+  for (const auto& line : exec_.CallLines()) EXPECT_EQ(line, kLvsCmd);
+
+  exec_.OnOutput({"lvchange"}, "");
+  ASSERT_TRUE(b->SetOwner("precious", kOwner).ok());
+  EXPECT_EQ(exec_.CallLines().back(),
+            "lvchange --addtag pillar-csi.volume-uid." + std::string(kOwner) + " -- vg0/precious");
+}
+
+TEST_F(LvmBackendTest, OwnershipTagsAreParsedStrictly) {
+  EXPECT_EQ(*LvmBackend::OwnerFromTags(""), "");
+  EXPECT_EQ(*LvmBackend::OwnerFromTags("a,b"), "");
+  EXPECT_EQ(*LvmBackend::OwnerFromTags("a," + LvmBackend::OwnerTag(kOwner)), kOwner);
+  EXPECT_FALSE(LvmBackend::OwnerFromTags("pillar-csi.volume-uid.nope").ok());
+  EXPECT_FALSE(LvmBackend::OwnerFromTags(LvmBackend::OwnerTag(kOwner) + "," +
+                                         LvmBackend::OwnerTag(kOtherOwner))
+                   .ok());
+  // A report with a bad tag is refused as a whole: never "unmarked".
+  exec_.OnOutput({"lvs"}, Lvs({LvRow("v", kGiB, "-wi-a-----", "", "pillar-csi.volume-uid.x")}));
+  EXPECT_EQ(Linear()->Get("v").status().code(), Code::kInternal);
 }
 
 TEST_F(LvmBackendTest, DeleteReportsAnLvInUse) {
   exec_.OnOutput({"lvs"}, FullVg());
   exec_.OnOutput({"lvremove"}, "", 5, "  Logical volume vg0/vol-1 in use.\n");
-  Status s = Linear()->Delete("vol-1");
+  Status s = Linear()->Delete("vol-1", kOwner);
   EXPECT_FALSE(s.ok());
   EXPECT_THAT(s.message(), HasSubstr("lvremove --yes -- vg0/vol-1"));
   EXPECT_THAT(s.message(), HasSubstr("in use"));
@@ -282,7 +341,7 @@ TEST_F(LvmBackendTest, AcceptsJsonStdNumbers) {
   // --reportformat json_std (lvm2 >= 2.03.17) prints numbers unquoted.
   exec_.OnOutput({"lvs"}, Lvs({"{\"lv_name\":\"vol-1\", \"lv_size\":1073741824, "
                                "\"lv_attr\":\"-wi-a-----\", \"pool_lv\":null, "
-                               "\"vg_extent_size\":4194304}"}));
+                               "\"vg_extent_size\":4194304, \"lv_tags\":null}"}));
   auto vol = Linear()->Get("vol-1");
   ASSERT_TRUE(vol.ok()) << vol.status().ToString();
   EXPECT_EQ(vol->size_bytes, kGiB);
@@ -305,7 +364,7 @@ TEST_F(LvmBackendTest, MalformedReportsAreInternalAndNameTheCommand) {
     auto r = b->Get("vol-1");
     EXPECT_EQ(r.status().code(), Code::kInternal);
     EXPECT_THAT(r.status().message(), HasSubstr("lvs --reportformat json"));
-    EXPECT_EQ(b->Delete("vol-1").code(), Code::kInternal);
+    EXPECT_EQ(b->Delete("vol-1", kOwner).code(), Code::kInternal);
     for (const auto& line : exec.CallLines()) EXPECT_EQ(line, kLvsCmd);
   }
 }

@@ -22,13 +22,16 @@ constexpr int64_t kGiB = int64_t{1} << 30;
 // separated, exact numbers, "-" where a property does not apply, refquota
 // 0 for none. The parent dataset itself comes first.
 constexpr char kList[] =
-    "tank/pillar\tfilesystem\t-\t0\t-\t/tank/pillar\n"
-    "tank/pillar/vol-1\tvolume\t10737418240\t-\t16384\t-\n"
-    "tank/pillar/fs-1\tfilesystem\t-\t5368709120\t-\t/tank/pillar/fs-1\n"
-    "tank/pillar/legacy\tfilesystem\t-\t1073741824\t-\tlegacy\n";
-constexpr char kListParentOnly[] = "tank/pillar\tfilesystem\t-\t0\t-\t/tank/pillar\n";
+    "tank/pillar\tfilesystem\t-\t0\t-\t-\t/tank/pillar\n"
+    "tank/pillar/vol-1\tvolume\t10737418240\t-\t16384\t11111111-2222-4333-8444-555555555555\t-\n"
+    "tank/pillar/fs-1\tfilesystem\t-\t5368709120\t-\t11111111-2222-4333-8444-555555555555\t/tank/"
+    "pillar/fs-1\n"
+    "tank/pillar/"
+    "legacy\tfilesystem\t-\t1073741824\t-\t11111111-2222-4333-8444-555555555555\tlegacy\n";
+constexpr char kListParentOnly[] = "tank/pillar\tfilesystem\t-\t0\t-\t-\t/tank/pillar\n";
 constexpr char kListCmd[] =
-    "zfs list -Hp -o name,type,volsize,refquota,volblocksize,mountpoint -r -d 1 -t "
+    "zfs list -Hp -o name,type,volsize,refquota,volblocksize,pillar-csi:volume-uid,mountpoint -r "
+    "-d 1 -t "
     "volume,filesystem -- tank/pillar";
 
 // PosixFs, except that the zvol device nodes named in `present` exist.
@@ -75,14 +78,16 @@ TEST_F(ZfsBackendTest, RefusesBadVolumeNamesBeforeRunningAnything) {
   auto b = Backend();
   for (const char* bad : {"../x", "-rf", "a;b", "", "x/y", "vol@snap"}) {
     SCOPED_TRACE(bad);
-    EXPECT_EQ(b->Create(bad, kGiB, VolumeMode::kBlock, {}).status().code(), Code::kInvalidArgument);
-    EXPECT_EQ(b->Expand(bad, kGiB).status().code(), Code::kInvalidArgument);
-    EXPECT_EQ(b->Delete(bad).code(), Code::kInvalidArgument);
+    EXPECT_EQ(b->Create(bad, kGiB, VolumeMode::kBlock, {}, kOwner).status().code(),
+              Code::kInvalidArgument);
+    EXPECT_EQ(b->Expand(bad, kGiB, kOwner).status().code(), Code::kInvalidArgument);
+    EXPECT_EQ(b->Delete(bad, kOwner).code(), Code::kInvalidArgument);
     EXPECT_EQ(b->Get(bad).status().code(), Code::kInvalidArgument);
     EXPECT_EQ(b->Expose(bad, VolumeMode::kBlock).status().code(), Code::kInvalidArgument);
     EXPECT_EQ(b->Unexpose(bad).code(), Code::kInvalidArgument);
   }
-  EXPECT_EQ(b->Create("v", 0, VolumeMode::kBlock, {}).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(b->Create("v", 0, VolumeMode::kBlock, {}, kOwner).status().code(),
+            Code::kInvalidArgument);
   EXPECT_THAT(exec_.calls(), IsEmpty());
 }
 
@@ -107,7 +112,7 @@ TEST_F(ZfsBackendTest, ParametersAreAllowlistedAndStrictlyFormed) {
            {VolumeMode::kBlock, "volblocksize", "1G"},
        }) {
     SCOPED_TRACE(c.key + "=" + c.value);
-    auto r = b->Create("v", kGiB, c.mode, {{c.key, c.value}});
+    auto r = b->Create("v", kGiB, c.mode, {{c.key, c.value}}, kOwner);
     EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
     EXPECT_THAT(r.status().message(), HasSubstr(c.key));
   }
@@ -115,60 +120,75 @@ TEST_F(ZfsBackendTest, ParametersAreAllowlistedAndStrictlyFormed) {
 }
 
 TEST_F(ZfsBackendTest, CreateZvol) {
-  OnListChangingAfter({"zfs", "create"}, kList,
-                      std::string(kList) + "tank/pillar/vol-2\tvolume\t1073741824\t-\t16384\t-\n");
-  auto vol = Backend()->Create("vol-2", kGiB, VolumeMode::kBlock, {});
+  OnListChangingAfter(
+      {"zfs", "create"}, kList,
+      std::string(kList) +
+          "tank/pillar/"
+          "vol-2\tvolume\t1073741824\t-\t16384\t11111111-2222-4333-8444-555555555555\t-\n");
+  auto vol = Backend()->Create("vol-2", kGiB, VolumeMode::kBlock, {}, kOwner);
   ASSERT_TRUE(vol.ok()) << vol.status().ToString();
   EXPECT_EQ(vol->size_bytes, kGiB);
   EXPECT_EQ(vol->mode, VolumeMode::kBlock);
   EXPECT_EQ(vol->device_path, "/dev/zvol/tank/pillar/vol-2");
-  EXPECT_THAT(exec_.CallLines(),
-              ElementsAre(kListCmd, "zfs create -V 1073741824 -o volmode=dev -- tank/pillar/vol-2",
-                          kListCmd));
+  EXPECT_THAT(
+      exec_.CallLines(),
+      ElementsAre(kListCmd,
+                  "zfs create -V 1073741824 -o volmode=dev -o "
+                  "pillar-csi:volume-uid=11111111-2222-4333-8444-555555555555 -- tank/pillar/vol-2",
+                  kListCmd));
 }
 
 TEST_F(ZfsBackendTest, CreateSparseZvolWithPropertiesRoundsToTheBlockSize) {
-  OnListChangingAfter({"zfs", "create"}, kList,
-                      std::string(kList) + "tank/pillar/vol-2\tvolume\t1073807360\t-\t65536\t-\n");
-  auto vol =
-      Backend()->Create("vol-2", kGiB + 1, VolumeMode::kBlock,
-                        {{"thin", "true"}, {"compression", "zstd-3"}, {"volblocksize", "64K"}});
+  OnListChangingAfter(
+      {"zfs", "create"}, kList,
+      std::string(kList) +
+          "tank/pillar/"
+          "vol-2\tvolume\t1073807360\t-\t65536\t11111111-2222-4333-8444-555555555555\t-\n");
+  auto vol = Backend()->Create(
+      "vol-2", kGiB + 1, VolumeMode::kBlock,
+      {{"thin", "true"}, {"compression", "zstd-3"}, {"volblocksize", "64K"}}, kOwner);
   ASSERT_TRUE(vol.ok()) << vol.status().ToString();
-  EXPECT_THAT(exec_.CallLines(),
-              ElementsAre(kListCmd,
-                          "zfs create -s -V 1073807360 -o volmode=dev -o compression=zstd-3 "
-                          "-o volblocksize=64K -- tank/pillar/vol-2",
-                          kListCmd));
+  EXPECT_THAT(
+      exec_.CallLines(),
+      ElementsAre(
+          kListCmd,
+          "zfs create -s -V 1073807360 -o volmode=dev -o compression=zstd-3 "
+          "-o volblocksize=64K -o pillar-csi:volume-uid=11111111-2222-4333-8444-555555555555 -- "
+          "tank/pillar/vol-2",
+          kListCmd));
 }
 
 TEST_F(ZfsBackendTest, CreateFilesystemWithRefquota) {
   OnListChangingAfter(
       {"zfs", "create"}, kList,
-      std::string(kList) + "tank/pillar/fs-2\tfilesystem\t-\t2147483648\t-\t/tank/pillar/fs-2\n");
+      std::string(kList) +
+          "tank/pillar/fs-2\tfilesystem\t-\t2147483648\t-\t11111111-2222-4333-8444-555555555555\t/"
+          "tank/pillar/fs-2\n");
   auto vol = Backend()->Create("fs-2", 2 * kGiB, VolumeMode::kFilesystem,
-                               {{"recordsize", "1M"}, {"atime", "off"}});
+                               {{"recordsize", "1M"}, {"atime", "off"}}, kOwner);
   ASSERT_TRUE(vol.ok()) << vol.status().ToString();
   EXPECT_EQ(vol->mode, VolumeMode::kFilesystem);
   EXPECT_EQ(vol->size_bytes, 2 * kGiB);
   EXPECT_EQ(vol->export_path, "/tank/pillar/fs-2");
-  EXPECT_THAT(exec_.CallLines(),
-              ElementsAre(kListCmd,
-                          "zfs create -o refquota=2147483648 -o atime=off -o recordsize=1M -- "
-                          "tank/pillar/fs-2",
-                          kListCmd));
+  EXPECT_THAT(
+      exec_.CallLines(),
+      ElementsAre(kListCmd,
+                  "zfs create -o refquota=2147483648 -o atime=off -o recordsize=1M -o "
+                  "pillar-csi:volume-uid=11111111-2222-4333-8444-555555555555 -- tank/pillar/fs-2",
+                  kListCmd));
 }
 
 TEST_F(ZfsBackendTest, CreateIsIdempotentAndRefusesMismatches) {
   exec_.OnOutput({"zfs", "list"}, kList);
   auto b = Backend();
-  auto same = b->Create("vol-1", 10 * kGiB, VolumeMode::kBlock, {{"compression", "lz4"}});
+  auto same = b->Create("vol-1", 10 * kGiB, VolumeMode::kBlock, {{"compression", "lz4"}}, kOwner);
   ASSERT_TRUE(same.ok()) << same.status().ToString();
   EXPECT_EQ(same->size_bytes, 10 * kGiB);
-  EXPECT_TRUE(b->Create("fs-1", kGiB, VolumeMode::kFilesystem, {}).ok());
-  auto bigger = b->Create("vol-1", 20 * kGiB, VolumeMode::kBlock, {});
+  EXPECT_TRUE(b->Create("fs-1", kGiB, VolumeMode::kFilesystem, {}, kOwner).ok());
+  auto bigger = b->Create("vol-1", 20 * kGiB, VolumeMode::kBlock, {}, kOwner);
   EXPECT_EQ(bigger.status().code(), Code::kAlreadyExists);
   EXPECT_THAT(bigger.status().message(), HasSubstr("tank/pillar/vol-1"));
-  auto mode = b->Create("fs-1", kGiB, VolumeMode::kBlock, {});
+  auto mode = b->Create("fs-1", kGiB, VolumeMode::kBlock, {}, kOwner);
   EXPECT_EQ(mode.status().code(), Code::kAlreadyExists);
   EXPECT_THAT(mode.status().message(), HasSubstr("tank/pillar/fs-1"));
   for (const auto& line : exec_.CallLines()) EXPECT_EQ(line, kListCmd);
@@ -177,26 +197,28 @@ TEST_F(ZfsBackendTest, CreateIsIdempotentAndRefusesMismatches) {
 TEST_F(ZfsBackendTest, CreateReportsZfsFailure) {
   exec_.OnOutput({"zfs", "list"}, kListParentOnly);
   exec_.OnOutput({"zfs", "create"}, "", 1, "cannot create 'tank/pillar/big': out of space\n");
-  auto r = Backend()->Create("big", 100 * kGiB, VolumeMode::kBlock, {});
+  auto r = Backend()->Create("big", 100 * kGiB, VolumeMode::kBlock, {}, kOwner);
   EXPECT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(), HasSubstr("zfs create -V"));
   EXPECT_THAT(r.status().message(), HasSubstr("out of space"));
 }
 
 TEST_F(ZfsBackendTest, ExpandZvolRoundsToVolblocksizeAndNeverShrinks) {
-  OnListChangingAfter({"zfs", "set"}, kList,
-                      "tank/pillar/vol-1\tvolume\t10737434624\t-\t16384\t-\n");
+  OnListChangingAfter(
+      {"zfs", "set"}, kList,
+      "tank/pillar/"
+      "vol-1\tvolume\t10737434624\t-\t16384\t11111111-2222-4333-8444-555555555555\t-\n");
   auto b = Backend();
-  auto same = b->Expand("vol-1", 10 * kGiB - 100);  // rounds to the current size
+  auto same = b->Expand("vol-1", 10 * kGiB - 100, kOwner);  // rounds to the current size
   ASSERT_TRUE(same.ok()) << same.status().ToString();
   EXPECT_EQ(same->size_bytes, 10 * kGiB);
-  auto shrink = b->Expand("vol-1", 5 * kGiB);
+  auto shrink = b->Expand("vol-1", 5 * kGiB, kOwner);
   EXPECT_EQ(shrink.status().code(), Code::kOutOfRange);
   EXPECT_THAT(shrink.status().message(), HasSubstr("tank/pillar/vol-1"));
   EXPECT_THAT(exec_.CallLines(), ElementsAre(kListCmd, kListCmd));
 
   exec_.ClearCalls();
-  auto grown = b->Expand("vol-1", 10 * kGiB + 1);
+  auto grown = b->Expand("vol-1", 10 * kGiB + 1, kOwner);
   ASSERT_TRUE(grown.ok()) << grown.status().ToString();
   EXPECT_EQ(grown->size_bytes, 10 * kGiB + 16384);
   EXPECT_THAT(exec_.CallLines(),
@@ -204,24 +226,68 @@ TEST_F(ZfsBackendTest, ExpandZvolRoundsToVolblocksizeAndNeverShrinks) {
 }
 
 TEST_F(ZfsBackendTest, ExpandFilesystemRaisesRefquota) {
-  OnListChangingAfter({"zfs", "set"}, kList,
-                      "tank/pillar/fs-1\tfilesystem\t-\t10737418240\t-\t/tank/pillar/fs-1\n");
-  auto grown = Backend()->Expand("fs-1", 10 * kGiB);
+  OnListChangingAfter(
+      {"zfs", "set"}, kList,
+      "tank/pillar/fs-1\tfilesystem\t-\t10737418240\t-\t11111111-2222-4333-8444-555555555555\t/"
+      "tank/pillar/fs-1\n");
+  auto grown = Backend()->Expand("fs-1", 10 * kGiB, kOwner);
   ASSERT_TRUE(grown.ok()) << grown.status().ToString();
   EXPECT_EQ(grown->size_bytes, 10 * kGiB);
   EXPECT_THAT(exec_.CallLines(),
               ElementsAre(kListCmd, "zfs set refquota=10737418240 tank/pillar/fs-1", kListCmd));
-  EXPECT_EQ(Backend()->Expand("nope", kGiB).status().code(), Code::kNotFound);
+  EXPECT_EQ(Backend()->Expand("nope", kGiB, kOwner).status().code(), Code::kNotFound);
 }
 
 TEST_F(ZfsBackendTest, DeleteDestroysWithoutRecursionOrForce) {
   exec_.OnOutput({"zfs", "list"}, kList);
   exec_.OnOutput({"zfs", "destroy"}, "");
-  ASSERT_TRUE(Backend()->Delete("vol-1").ok());
+  ASSERT_TRUE(Backend()->Delete("vol-1", kOwner).ok());
   EXPECT_THAT(exec_.CallLines(), ElementsAre(kListCmd, "zfs destroy -- tank/pillar/vol-1"));
   exec_.ClearCalls();
-  EXPECT_TRUE(Backend()->Delete("nope").ok());  // missing is success
+  EXPECT_TRUE(Backend()->Delete("nope", kOwner).ok());  // missing is success
   EXPECT_THAT(exec_.CallLines(), ElementsAre(kListCmd));
+}
+
+// Issue 11, ZFS form: a child dataset without pillar-csi:volume-uid (or
+// with another lifecycle's) is never adopted, grown or destroyed.
+TEST_F(ZfsBackendTest, OwnershipPropertyGuardsCreateExpandDelete) {
+  const std::string list = std::string(kListParentOnly) +
+                           "tank/pillar/precious\tvolume\t1073741824\t-\t16384\t-\t-\n"
+                           "tank/pillar/theirs\tfilesystem\t-\t1073741824\t-\t" +
+                           kOtherOwner + "\t/tank/pillar/theirs\n";
+  exec_.OnOutput({"zfs", "list"}, list);
+  auto b = Backend();
+  auto adopt = b->Create("precious", kGiB, VolumeMode::kBlock, {}, kOwner);
+  EXPECT_EQ(adopt.status().code(), Code::kAlreadyExists);
+  EXPECT_THAT(adopt.status().message(),
+              HasSubstr("dataset tank/pillar/precious exists and is not pillar's"));
+  EXPECT_EQ(b->Create("theirs", kGiB, VolumeMode::kFilesystem, {}, kOwner).status().code(),
+            Code::kAlreadyExists);
+  for (const char* name : {"precious", "theirs"}) {
+    SCOPED_TRACE(name);
+    EXPECT_EQ(b->Expand(name, 2 * kGiB, kOwner).status().code(), Code::kFailedPrecondition);
+    EXPECT_EQ(b->Delete(name, kOwner).code(), Code::kFailedPrecondition);
+  }
+  auto got = b->Get("theirs");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->owner_uid, kOtherOwner);
+  EXPECT_EQ(b->SetOwner("theirs", kOwner).code(), Code::kAlreadyExists);
+  for (const auto& line : exec_.CallLines()) EXPECT_EQ(line, kListCmd);
+
+  exec_.OnOutput({"zfs", "set"}, "");
+  ASSERT_TRUE(b->SetOwner("precious", kOwner).ok());
+  EXPECT_EQ(exec_.CallLines().back(),
+            "zfs set pillar-csi:volume-uid=" + std::string(kOwner) + " tank/pillar/precious");
+}
+
+TEST_F(ZfsBackendTest, AParentCarryingTheOwnershipPropertyIsRefused) {
+  // User properties inherit: every child would look like the parent's.
+  exec_.OnOutput({"zfs", "list"},
+                 std::string("tank/pillar\tfilesystem\t-\t0\t-\t") + kOwner + "\t/tank/pillar\n");
+  auto r = Backend()->Create("vol-9", kGiB, VolumeMode::kBlock, {}, kOwner);
+  EXPECT_EQ(r.status().code(), Code::kFailedPrecondition);
+  EXPECT_THAT(r.status().message(), HasSubstr("zfs inherit pillar-csi:volume-uid tank/pillar"));
+  EXPECT_EQ(Backend()->List().status().code(), Code::kFailedPrecondition);
 }
 
 TEST_F(ZfsBackendTest, DeleteOfAVolumeWithSnapshotsOrUsersIsFailedPrecondition) {
@@ -230,17 +296,17 @@ TEST_F(ZfsBackendTest, DeleteOfAVolumeWithSnapshotsOrUsersIsFailedPrecondition) 
                  "cannot destroy 'tank/pillar/vol-1': volume has children\n"
                  "use '-r' to destroy the following datasets:\n"
                  "tank/pillar/vol-1@daily\n");
-  Status s = Backend()->Delete("vol-1");
+  Status s = Backend()->Delete("vol-1", kOwner);
   EXPECT_EQ(s.code(), Code::kFailedPrecondition);
   EXPECT_THAT(s.message(), HasSubstr("has children"));
   EXPECT_THAT(s.message(), HasSubstr("tank/pillar/vol-1@daily"));
 
   exec_.OnOutput({"zfs", "destroy"}, "", 1,
                  "cannot destroy 'tank/pillar/vol-1': dataset is busy\n");
-  EXPECT_EQ(Backend()->Delete("vol-1").code(), Code::kFailedPrecondition);
+  EXPECT_EQ(Backend()->Delete("vol-1", kOwner).code(), Code::kFailedPrecondition);
 
   exec_.OnOutput({"zfs", "destroy"}, "", 1, "cannot destroy 'tank/pillar/vol-1': I/O error\n");
-  Status io = Backend()->Delete("vol-1");
+  Status io = Backend()->Delete("vol-1", kOwner);
   EXPECT_EQ(io.code(), Code::kInternal);
   EXPECT_THAT(io.message(), HasSubstr("zfs destroy -- tank/pillar/vol-1"));
   EXPECT_THAT(io.message(), HasSubstr("I/O error"));
@@ -248,7 +314,7 @@ TEST_F(ZfsBackendTest, DeleteOfAVolumeWithSnapshotsOrUsersIsFailedPrecondition) 
   // Destroyed by someone else between the list and the destroy.
   exec_.OnOutput({"zfs", "destroy"}, "", 1,
                  "cannot open 'tank/pillar/vol-1': dataset does not exist\n");
-  EXPECT_TRUE(Backend()->Delete("vol-1").ok());
+  EXPECT_TRUE(Backend()->Delete("vol-1", kOwner).ok());
 }
 
 TEST_F(ZfsBackendTest, GetAndList) {
@@ -283,9 +349,10 @@ TEST_F(ZfsBackendTest, ListFailuresNameTheCommand) {
   EXPECT_THAT(r.status().message(), HasSubstr("dataset does not exist"));
 
   for (const char* bad :
-       {"tank/pillar/vol-1\tvolume\t1024\n", "tank/pillar/vol-1\tvolume\t10G\t-\t16384\t-\n",
-        "tank/other/vol-1\tvolume\t1024\t-\t16384\t-\n",
-        "tank/pillar/snap\tsnapshot\t-\t-\t-\t-\n"}) {
+       {"tank/pillar/vol-1\tvolume\t1024\n",
+        "tank/pillar/vol-1\tvolume\t10G\t-\t16384\t11111111-2222-4333-8444-555555555555\t-\n",
+        "tank/other/vol-1\tvolume\t1024\t-\t16384\t11111111-2222-4333-8444-555555555555\t-\n",
+        "tank/pillar/snap\tsnapshot\t-\t-\t-\t11111111-2222-4333-8444-555555555555\t-\n"}) {
     SCOPED_TRACE(bad);
     testing::FakeExec exec;
     exec.OnOutput({"zfs", "list"}, bad);
@@ -293,7 +360,7 @@ TEST_F(ZfsBackendTest, ListFailuresNameTheCommand) {
     auto list = b->List();
     EXPECT_EQ(list.status().code(), Code::kInternal);
     EXPECT_THAT(list.status().message(), HasSubstr("zfs list"));
-    EXPECT_EQ(b->Delete("vol-1").code(), Code::kInternal);
+    EXPECT_EQ(b->Delete("vol-1", kOwner).code(), Code::kInternal);
     for (const auto& line : exec.CallLines()) EXPECT_EQ(line, kListCmd);
   }
 }

@@ -58,19 +58,38 @@ class AgentGrpcTest : public ::testing::Test {
     agent_->Stop();
   }
 
-  grpc::Status Create(const std::string& name, const std::string& uid = kUid,
-                      v1::CreateVolumeResponse* out = nullptr) {
-    grpc::ClientContext ctx;
+  static v1::CreateVolumeRequest CreateRequest(const std::string& name,
+                                               const std::string& uid = kUid) {
     v1::CreateVolumeRequest req;
     req.set_pool("demo");
     req.set_name(name);
     req.set_size_bytes(64LL << 20);
     req.set_mode(v1::VOLUME_MODE_BLOCK);
     req.set_volume_uid(uid);
+    return req;
+  }
+
+  grpc::Status Send(const v1::CreateVolumeRequest& req, v1::CreateVolumeResponse* out = nullptr) {
+    grpc::ClientContext ctx;
     v1::CreateVolumeResponse resp;
     auto s = stub_->CreateVolume(&ctx, req, &resp);
     if (out != nullptr) *out = resp;
     return s;
+  }
+
+  grpc::Status Create(const std::string& name, const std::string& uid = kUid,
+                      v1::CreateVolumeResponse* out = nullptr) {
+    return Send(CreateRequest(name, uid), out);
+  }
+
+  grpc::Status Expand(const std::string& id, int64_t size, const std::string& uid) {
+    grpc::ClientContext ctx;
+    v1::ExpandVolumeRequest req;
+    req.set_agent_volume_id(id);
+    req.set_size_bytes(size);
+    req.set_volume_uid(uid);
+    v1::ExpandVolumeResponse resp;
+    return stub_->ExpandVolume(&ctx, req, &resp);
   }
 
   grpc::Status Apply(const std::string& id, int64_t gen, const std::vector<std::string>& hosts,
@@ -204,6 +223,101 @@ TEST_F(AgentGrpcTest, ExportLifecycleConvergesExactlyAndIsFenced) {
   }
 }
 
+// Issue 11: a hand-made precious.img in the file pool is never adopted,
+// exported, grown or deleted; import=true is the one explicit way in.
+TEST_F(AgentGrpcTest, StorageNotMarkedAsPillarsIsNeverAdoptedOrTouched) {
+  const std::string image = tmp_.Sub("pools/demo/precious.img");
+  std::string data(1 << 20, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>((i * 7 + 3) & 0xff);
+  {
+    std::ofstream out(image, std::ios::binary);
+    out << data;
+  }
+  auto unchanged = [&] {
+    std::ifstream in(image, std::ios::binary);
+    std::string now((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return now == data;
+  };
+  v1::CreateVolumeRequest req = CreateRequest("precious");
+  req.set_size_bytes(1 << 20);
+  v1::CreateVolumeResponse created;
+  auto s = Send(req, &created);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::ALREADY_EXISTS) << s.error_message();
+  EXPECT_NE(s.error_message().find("file pool demo: precious.img exists and is not pillar's"),
+            std::string::npos)
+      << s.error_message();
+  EXPECT_NE(s.error_message().find("import=true"), std::string::npos);
+  EXPECT_TRUE(unchanged());
+  EXPECT_FALSE(fs::exists(tmp_.Sub("pools/demo/.pillar/precious.json")));
+
+  // No fencing mark was left: a delete of any lifecycle reaches the storage
+  // check and is refused there, the file untouched.
+  for (const char* uid : {kUid, kOtherUid}) {
+    grpc::ClientContext dctx;
+    v1::DeleteVolumeRequest del;
+    del.set_agent_volume_id("demo/precious");
+    del.set_volume_uid(uid);
+    v1::DeleteVolumeResponse resp;
+    auto ds = stub_->DeleteVolume(&dctx, del, &resp);
+    EXPECT_EQ(ds.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << ds.error_message();
+    EXPECT_NE(ds.error_message().find("not pillar's"), std::string::npos) << ds.error_message();
+    EXPECT_TRUE(unchanged());
+  }
+  {
+    EXPECT_EQ(Expand("demo/precious", 2 << 20, kUid).error_code(),
+              grpc::StatusCode::FAILED_PRECONDITION);
+    EXPECT_EQ(fs::file_size(image), data.size());
+  }
+
+  // The explicit import: marks it as kUid's, data intact; then another
+  // lifecycle can neither adopt, grow, export nor delete it.
+  {
+    req.set_import_existing(true);
+    auto is = Send(req, &created);
+    ASSERT_TRUE(is.ok()) << is.error_message();
+    EXPECT_EQ(created.volume().owner_uid(), kUid);
+    EXPECT_TRUE(unchanged());
+  }
+  EXPECT_EQ(Create("precious", kOtherUid).error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  {
+    EXPECT_EQ(Expand("demo/precious", 2 << 20, kOtherUid).error_code(),
+              grpc::StatusCode::FAILED_PRECONDITION);
+    EXPECT_EQ(fs::file_size(image), data.size());
+  }
+  EXPECT_EQ(Apply("demo/precious", 1, {kHostA}, nullptr, kOtherUid).error_code(),
+            grpc::StatusCode::ABORTED);  // the fencing mark of kUid refuses it first
+  {
+    auto es = Expand("demo/precious", 2 << 20, kUid);
+    ASSERT_TRUE(es.ok()) << es.error_message();
+    EXPECT_EQ(fs::file_size(image), size_t{2} << 20);
+  }
+  // Importing what does not exist creates nothing.
+  {
+    req.set_name("absent");
+    EXPECT_EQ(Send(req).error_code(), grpc::StatusCode::NOT_FOUND);
+    EXPECT_FALSE(fs::exists(tmp_.Sub("pools/demo/absent.img")));
+  }
+}
+
+// A volume of a pillar older than the marks: its image has no mark, but the
+// agent's fencing mark of the same lifecycle vouches for it.
+TEST_F(AgentGrpcTest, VolumeFromBeforeTheMarksKeepsWorkingThroughItsFencingMark) {
+  ASSERT_TRUE(Create("pvc-1").ok());
+  fs::remove(tmp_.Sub("pools/demo/.pillar/pvc-1.json"));  // as an older pillar left it
+  EXPECT_TRUE(Create("pvc-1").ok());                      // a retried create
+  EXPECT_TRUE(fs::exists(tmp_.Sub("pools/demo/.pillar/pvc-1.json")));
+  fs::remove(tmp_.Sub("pools/demo/.pillar/pvc-1.json"));
+  EXPECT_EQ(Create("pvc-1", kOtherUid).error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  grpc::ClientContext ctx;
+  v1::DeleteVolumeRequest del;
+  del.set_agent_volume_id("demo/pvc-1");
+  del.set_volume_uid(kUid);
+  v1::DeleteVolumeResponse resp;
+  auto ds = stub_->DeleteVolume(&ctx, del, &resp);
+  ASSERT_TRUE(ds.ok()) << ds.error_message();
+  EXPECT_FALSE(fs::exists(tmp_.Sub("pools/demo/pvc-1.img")));
+}
+
 TEST_F(AgentGrpcTest, IscsiExportOnLio) {
   ASSERT_TRUE(Create("pvc-2").ok());
   const std::string initiator = "iqn.1993-08.org.debian:01:consumer-a";
@@ -229,6 +343,15 @@ TEST_F(AgentGrpcTest, BadInputIsRefusedByFieldAndChangesNothing) {
   expect_invalid(Apply("demo/pvc-1", 1, {kHostA}, nullptr, "not-a-uuid"), "fence.volumeUid");
   expect_invalid(Create("../escape"), "name");
   expect_invalid(Create("pvc-x", "uid"), "volumeUid");
+  // Caps on repeated fields (common/caps.cc), checked before anything else.
+  expect_invalid(Apply("demo/pvc-1", 1, std::vector<std::string>(1025, kHostA)),
+                 "allowedHosts has 1025 entries; at most 1024");
+  {
+    v1::CreateVolumeRequest req = CreateRequest("pvc-x");
+    for (int i = 0; i < 65; ++i) (*req.mutable_parameters())["p" + std::to_string(i)] = "v";
+    expect_invalid(Send(req), "parameters has 65 entries");
+    EXPECT_FALSE(fs::exists(tmp_.Sub("pools/demo/pvc-x.img")));
+  }
   {
     grpc::ClientContext ctx;
     v1::ApplyExportRequest req;  // no spec
