@@ -119,6 +119,8 @@ void AddAgentFlags(CLI::App& app, AgentDaemonOptions& o) {
   app.add_option("--tls-cert", o.tls.cert, "server certificate (PEM)");
   app.add_option("--tls-key", o.tls.key, "server private key (PEM)");
   app.add_option("--tls-ca", o.tls.ca, "CA bundle client certificates must chain to");
+  app.add_option("--tls-reload-interval", o.tls.reload_seconds,
+                 "seconds between checks of the TLS files for a rotated certificate");
   app.add_flag("--insecure", o.insecure,
                "serve plaintext without client authentication (demos only)");
   app.add_option("--node-name", o.node_name, "name reported to the controller (default: hostname)");
