@@ -19,6 +19,7 @@
 #include "agent/exporters/nvmet_exporter.h"
 #include "agent/fencing/fencing_marks.h"
 #include "common/clock.h"
+#include "common/daemon.h"
 #include "common/exec.h"
 #include "common/log.h"
 #include "common/signals.h"
@@ -118,6 +119,8 @@ void AddAgentFlags(CLI::App& app, AgentDaemonOptions& o) {
   app.add_option("--tls-cert", o.tls.cert, "server certificate (PEM)");
   app.add_option("--tls-key", o.tls.key, "server private key (PEM)");
   app.add_option("--tls-ca", o.tls.ca, "CA bundle client certificates must chain to");
+  app.add_option("--tls-reload-interval", o.tls.reload_seconds,
+                 "seconds between checks of the TLS files for a rotated certificate");
   app.add_flag("--insecure", o.insecure,
                "serve plaintext without client authentication (demos only)");
   app.add_option("--node-name", o.node_name, "name reported to the controller (default: hostname)");
@@ -183,19 +186,14 @@ int RunAgent(const AgentDaemonOptions& options, const AgentDaemonHooks& hooks) {
   for (Protocol p : protocols) core.AddExporter(MakeExporter(p, options, exec, fs, configfs));
   core.CheckTargetState();
 
-  std::shared_ptr<grpc::ServerCredentials> creds;
-  if (options.insecure) {
-    log::Warn("serving WITHOUT TLS (--insecure)", {{"listen", options.listen}});
-    creds = grpc::InsecureServerCredentials();
-  } else {
-    auto c = MutualTlsServerCredentials(options.tls);
-    if (!c.ok()) return fail(c.status());
-    creds = *c;
-  }
+  auto creds =
+      ListenerCredentials("the agent API on " + options.listen + " (--insecure)", options.tls,
+                          options.insecure, AgentRpcPolicy());
+  if (!creds.ok()) return fail(creds.status());
   AgentService service(core);
   grpc::ServerBuilder builder;
   int bound_port = 0;
-  builder.AddListeningPort(options.listen, creds, &bound_port);
+  builder.AddListeningPort(options.listen, *creds, &bound_port);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server) return fail(Unavailable("cannot listen on " + options.listen));

@@ -17,10 +17,13 @@ std::string UnixSocketPath(const std::string& address) {
 
 }  // namespace
 
-StatusOr<std::shared_ptr<grpc::ServerCredentials>> ListenerCredentials(const TlsFiles& tls,
-                                                                       bool insecure) {
-  if (insecure) return grpc::InsecureServerCredentials();
-  return MutualTlsServerCredentials(tls);
+StatusOr<std::shared_ptr<grpc::ServerCredentials>> ListenerCredentials(
+    const std::string& what, const TlsFiles& tls, bool insecure, RpcPolicy policy) {
+  if (insecure) {
+    log::Warn("INSECURE: " + what + " is served without TLS: any caller may call any RPC");
+    return grpc::InsecureServerCredentials();
+  }
+  return MutualTlsServerCredentials(tls, std::move(policy));
 }
 
 GrpcDaemon::GrpcDaemon(const std::string& component, const std::string& log_level,

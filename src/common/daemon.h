@@ -36,9 +36,10 @@ struct GrpcListener {
   int* bound_port = nullptr;
 };
 
-// Plaintext when `insecure` (demos), else mutual TLS from `tls`.
-StatusOr<std::shared_ptr<grpc::ServerCredentials>> ListenerCredentials(const TlsFiles& tls,
-                                                                       bool insecure);
+// Plaintext when `insecure` (demos; logged as a warning naming `what`), else
+// mutual TLS from `tls`, every call admitted by `policy` first.
+StatusOr<std::shared_ptr<grpc::ServerCredentials>> ListenerCredentials(
+    const std::string& what, const TlsFiles& tls, bool insecure, RpcPolicy policy);
 
 class GrpcDaemon {
  public:

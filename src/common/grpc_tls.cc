@@ -1,12 +1,19 @@
 #include "common/grpc_tls.h"
 
+#include <grpcpp/security/tls_certificate_provider.h>
+#include <grpcpp/security/tls_credentials_options.h>
+
 #include <fstream>
 #include <sstream>
+
+#include "common/grpc_peer.h"
 
 namespace pillar {
 namespace {
 
-StatusOr<std::string> ReadPem(const std::string& what, const std::string& path) {
+// The watcher reports unreadable files only in gRPC's own log, at the first
+// handshake; reading them once here turns a wrong path into a start failure.
+Status CheckPem(const std::string& what, const std::string& path) {
   if (path.empty()) return InvalidArgument(what + " path is required for TLS");
   std::ifstream in(path);
   if (!in) return NotFound(what + " " + path + " cannot be read");
@@ -15,41 +22,44 @@ StatusOr<std::string> ReadPem(const std::string& what, const std::string& path) 
   if (ss.str().find("-----BEGIN") == std::string::npos) {
     return InvalidArgument(what + " " + path + " is not PEM");
   }
-  return ss.str();
+  return Status::Ok();
 }
 
-struct Pems {
-  std::string cert, key, ca;
-};
-
-StatusOr<Pems> ReadAll(const TlsFiles& files) {
-  Pems p;
-  ASSIGN_OR_RETURN(p.cert, ReadPem("certificate", files.cert));
-  ASSIGN_OR_RETURN(p.key, ReadPem("private key", files.key));
-  ASSIGN_OR_RETURN(p.ca, ReadPem("CA bundle", files.ca));
-  return p;
+StatusOr<std::shared_ptr<grpc::experimental::CertificateProviderInterface>> WatchFiles(
+    const TlsFiles& files) {
+  RETURN_IF_ERROR(CheckPem("certificate", files.cert));
+  RETURN_IF_ERROR(CheckPem("private key", files.key));
+  RETURN_IF_ERROR(CheckPem("CA bundle", files.ca));
+  return std::shared_ptr<grpc::experimental::CertificateProviderInterface>(
+      std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+          files.key, files.cert, files.ca, std::max(1U, files.reload_seconds)));
 }
 
 }  // namespace
 
 StatusOr<std::shared_ptr<grpc::ServerCredentials>> MutualTlsServerCredentials(
-    const TlsFiles& files) {
-  ASSIGN_OR_RETURN(Pems p, ReadAll(files));
-  grpc::SslServerCredentialsOptions opts(
-      GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-  opts.pem_root_certs = p.ca;
-  opts.pem_key_cert_pairs.push_back({p.key, p.cert});
-  return grpc::SslServerCredentials(opts);
+    const TlsFiles& files, std::optional<RpcPolicy> policy) {
+  ASSIGN_OR_RETURN(auto provider, WatchFiles(files));
+  grpc::experimental::TlsServerCredentialsOptions opts(provider);
+  opts.watch_root_certs();
+  opts.watch_identity_key_cert_pairs();
+  opts.set_cert_request_type(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  auto creds = grpc::experimental::TlsServerCredentials(opts);
+  if (creds == nullptr) return Internal("gRPC refused the TLS server options");
+  if (policy) creds->SetAuthMetadataProcessor(PolicyEnforcer(std::move(*policy)));
+  return creds;
 }
 
 StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MutualTlsChannelCredentials(
     const TlsFiles& files) {
-  ASSIGN_OR_RETURN(Pems p, ReadAll(files));
-  grpc::SslCredentialsOptions opts;
-  opts.pem_root_certs = p.ca;
-  opts.pem_private_key = p.key;
-  opts.pem_cert_chain = p.cert;
-  return grpc::SslCredentials(opts);
+  ASSIGN_OR_RETURN(auto provider, WatchFiles(files));
+  grpc::experimental::TlsChannelCredentialsOptions opts;
+  opts.set_certificate_provider(provider);
+  opts.watch_root_certs();
+  opts.watch_identity_key_cert_pairs();
+  auto creds = grpc::experimental::TlsCredentials(opts);
+  if (creds == nullptr) return Internal("gRPC refused the TLS channel options");
+  return creds;
 }
 
 }  // namespace pillar

@@ -1,12 +1,16 @@
-// Mutual-TLS credentials for the agent API, from PEM files.
+// Mutual-TLS credentials for pillar's gRPC APIs, from PEM files that are
+// watched: a certificate, key or CA replaced on disk is used by the next
+// handshake, without a restart (rotation by cert-manager or pillarctl certs).
 #pragma once
 
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/security/server_credentials.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "common/peer_identity.h"
 #include "common/status.h"
 
 namespace pillar {
@@ -15,12 +19,18 @@ struct TlsFiles {
   std::string cert;  // this side's certificate chain
   std::string key;   // this side's private key
   std::string ca;    // CA bundle that the peer's certificate must chain to
+  // How often the files are re-read. Replace them atomically (rename, or a
+  // symlinked directory as Kubernetes Secrets are), the key and certificate
+  // together.
+  unsigned reload_seconds = 10;
 };
 
-// Server side: requires and verifies a client certificate.
+// Server side: requires and verifies a client certificate; with `policy`,
+// every call is admitted or refused by the caller's role first.
 StatusOr<std::shared_ptr<grpc::ServerCredentials>> MutualTlsServerCredentials(
-    const TlsFiles& files);
-// Client side: presents a certificate and verifies the server against `ca`.
+    const TlsFiles& files, std::optional<RpcPolicy> policy = std::nullopt);
+// Client side: presents a certificate and verifies the server against `ca`
+// and the target's host name (or GRPC_SSL_TARGET_NAME_OVERRIDE_ARG).
 StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MutualTlsChannelCredentials(
     const TlsFiles& files);
 

@@ -188,7 +188,7 @@ int Run(int argc, char** argv) {
   // Kubernetes: CRDs first (every store call needs them), then who we are.
   std::unique_ptr<kube::KubeEventSink> events;
   std::unique_ptr<kube::TokenReviewer> reviewer;
-  std::unique_ptr<TokenReviewAuthorizer> authorizer;
+  std::unique_ptr<NodeAuthorizer> authorizer;
   std::unique_ptr<kube::LeaseElector> elector;
   if (on_kube) {
     kube::Client& client = kube_store->client();
@@ -251,6 +251,8 @@ int Run(int argc, char** argv) {
   }
   CsiIdentity identity(*gate);
   CsiController controller(*store, directory, reconciler, *gate);
+  // Outside Kubernetes a node proves who it is with its certificate.
+  if (!authorizer && !registry_insecure) authorizer = std::make_unique<CertificateNodeAuthorizer>();
   NodeRegistryService registry(*store, clock, authorizer.get());
 
   // Two servers: the CSI services stay on the local socket, never on the
@@ -268,7 +270,9 @@ int Run(int argc, char** argv) {
   auto lead = [&]() -> Status {
     RETURN_IF_ERROR(reconciler.Start());
     if (!on_kube) RETURN_IF_ERROR(serve_csi());
-    ASSIGN_OR_RETURN(auto reg_creds, ListenerCredentials(registry_tls, registry_insecure));
+    ASSIGN_OR_RETURN(auto reg_creds, ListenerCredentials(
+                         "the node registry on " + registry_listen + " (--registry-insecure)",
+                         registry_tls, registry_insecure, RegistryRpcPolicy()));
     int reg_port = 0;
     RETURN_IF_ERROR(daemon.Serve({{registry_listen, reg_creds, &reg_port}}, {&registry}));
     log::Info("controller serving", {{"csi", csi_endpoint},

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "api/convert.h"
+#include "common/grpc_peer.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
 #include "common/validate.h"
@@ -21,6 +22,10 @@ constexpr auto kLastSeenRefresh = std::chrono::minutes(5);
 
 Status ValidateIdentity(const rv1::NodeIdentity& id) {
   RETURN_IF_ERROR(validate::ObjectName("identity.node_id", id.node_id()));
+  if (id.ip_addresses_size() > kMaxReportedAddresses) {
+    return InvalidArgument("identity.ip_addresses holds " + std::to_string(id.ip_addresses_size()) +
+                           " addresses; at most " + std::to_string(kMaxReportedAddresses));
+  }
   if (!id.host_nqn().empty()) RETURN_IF_ERROR(validate::Nqn("identity.host_nqn", id.host_nqn()));
   if (!id.initiator_iqn().empty()) {
     RETURN_IF_ERROR(validate::Iqn("identity.initiator_iqn", id.initiator_iqn()));
@@ -41,6 +46,12 @@ std::string CanonicalIp(const std::string& ip) {
     return ip;
   }
   return out;
+}
+
+bool ReadsAnyNode(const grpc::ServerContext* ctx) {
+  if (ctx == nullptr || ctx->auth_context() == nullptr) return false;
+  auto peer = PeerIdentityOf(*ctx->auth_context());
+  return peer.ok() && (peer->role == Role::kController || peer->role == Role::kOperator);
 }
 
 }  // namespace
@@ -111,13 +122,24 @@ Status TokenReviewAuthorizer::Authorize(const grpc::ServerContext& ctx,
   return kube::CheckNodeClaim(who, node_id);
 }
 
+Status CertificateNodeAuthorizer::Authorize(const grpc::ServerContext& ctx,
+                                            const std::string& node_id) {
+  auto auth = ctx.auth_context();
+  if (auth == nullptr) return Unauthenticated("the caller presented no certificate");
+  ASSIGN_OR_RETURN(PeerIdentity peer, PeerIdentityOf(*auth));
+  return CheckActsForNode(peer, node_id);
+}
+
 Status NodeRegistryService::Authorize(const grpc::ServerContext* ctx, const std::string& node_id) {
   if (authorizer_ == nullptr) return Status::Ok();
   if (ctx == nullptr) return Unauthenticated("no caller context");
   Status s = authorizer_->Authorize(*ctx, node_id);
   if (!s.ok()) {
-    log::Warn("node registry: refused",
-              {{"node", node_id}, {"peer", ctx->peer()}, {"error", s.ToString()}});
+    auto auth = ctx->auth_context();
+    log::Warn("node registry: refused", {{"node", node_id},
+                                         {"peer", ctx->peer()},
+                                         {"identity", auth ? DescribePeer(*auth) : "none"},
+                                         {"error", s.ToString()}});
   }
   return s;
 }
@@ -126,9 +148,7 @@ grpc::Status NodeRegistryService::RegisterNode(grpc::ServerContext* ctx,
                                                const rv1::RegisterNodeRequest* req,
                                                rv1::RegisterNodeResponse* resp) {
   // Format first (a clear INVALID_ARGUMENT), then who is asking, then the write.
-  if (Status s = validate::ObjectName("identity.node_id", req->identity().node_id()); !s.ok()) {
-    return ToGrpc(s);
-  }
+  if (Status s = ValidateIdentity(req->identity()); !s.ok()) return ToGrpc(s);
   if (Status s = Authorize(ctx, req->identity().node_id()); !s.ok()) return ToGrpc(s);
   auto r = RegisterNodeIdentity(store_, clock_, req->identity());
   if (!r.ok()) return ToGrpc(r.status());
@@ -140,8 +160,10 @@ grpc::Status NodeRegistryService::RegisterNode(grpc::ServerContext* ctx,
 grpc::Status NodeRegistryService::GetNode(grpc::ServerContext* ctx, const rv1::GetNodeRequest* req,
                                           rv1::GetNodeResponse* resp) {
   if (Status s = validate::ObjectName("node_id", req->node_id()); !s.ok()) return ToGrpc(s);
-  // A node reads only its own record.
-  if (Status s = Authorize(ctx, req->node_id()); !s.ok()) return ToGrpc(s);
+  // The controller and operators read any record; a node only its own.
+  if (!ReadsAnyNode(ctx)) {
+    if (Status s = Authorize(ctx, req->node_id()); !s.ok()) return ToGrpc(s);
+  }
   auto obj = store_.Get(api::kKindNode, req->node_id());
   if (!obj.ok()) return ToGrpc(obj.status());
   auto rec = api::LoadNode(*obj);

@@ -10,8 +10,8 @@
 
 namespace pillar::controller {
 
-// Who may report or read a node's identity. Without one, any caller the
-// transport admits may (mutual TLS is then the only barrier).
+// Who may report or read a node's identity. Without one (only with
+// --registry-insecure), any caller may.
 class NodeAuthorizer {
  public:
   virtual ~NodeAuthorizer() = default;
@@ -30,6 +30,16 @@ class TokenReviewAuthorizer final : public NodeAuthorizer {
  private:
   kube::TokenReviewer& reviewer_;
 };
+
+// Outside Kubernetes: the node ID is the name in the caller's certificate
+// (pillar-csi://node/<node-id>, see common/peer_identity.h).
+class CertificateNodeAuthorizer final : public NodeAuthorizer {
+ public:
+  Status Authorize(const grpc::ServerContext& ctx, const std::string& node_id) override;
+};
+
+// The most addresses one report may carry.
+inline constexpr int kMaxReportedAddresses = 64;
 
 class NodeRegistryService final : public pillar::registry::v1::NodeRegistry::Service {
  public:

@@ -16,6 +16,7 @@
 #include "common/version.h"
 #include "controller/agent_client.h"
 #include "controller/desired.h"
+#include "ctl/certs.h"
 #include "store/open.h"
 
 namespace pillar::ctl {
@@ -325,9 +326,45 @@ int Run(int argc, char** argv) {
   auto* crds = app.add_subcommand("crds", "print the CustomResourceDefinitions (YAML)");
   std::string crd_dir;
   crds->add_option("--dir", crd_dir, "write one <name>.yaml per CRD into this directory");
+  auto* certs = app.add_subcommand("certs", "issue a CA and per-role certificates (mutual TLS)");
+  certs->require_subcommand(1);
+  std::string ca_out, ca_cn = "pillar-csi-ca";
+  int ca_days = 3650;
+  auto* certs_ca = certs->add_subcommand("ca", "a new CA: OUT/ca.crt, OUT/ca.key");
+  certs_ca->add_option("--out", ca_out, "directory to write into")->required();
+  certs_ca->add_option("--cn", ca_cn, "the CA's common name");
+  certs_ca->add_option("--days", ca_days, "validity in days (1-3650)");
+  std::string role_name, ca_dir, leaf_out;
+  LeafRequest leaf;
+  auto* certs_issue = certs->add_subcommand(
+      "issue", "a certificate for one role: OUT/tls.crt, OUT/tls.key, OUT/ca.crt");
+  certs_issue->add_option("--role", role_name, "controller, agent, node or operator")
+      ->required()
+      ->check(CLI::IsMember({"controller", "agent", "node", "operator"}));
+  certs_issue->add_option("--name", leaf.name, "node ID for a node, else any name")->required();
+  certs_issue->add_option("--ca", ca_dir, "directory of ca.crt and ca.key")->required();
+  certs_issue->add_option("--out", leaf_out, "directory to write into")->required();
+  certs_issue->add_option("--dns", leaf.dns_names, "a DNS name the server answers as");
+  certs_issue->add_option("--ip", leaf.ip_addresses, "an IP address the server answers on");
+  certs_issue->add_option("--days", leaf.days, "validity in days (1-3650)");
   CLI11_PARSE(app, argc, argv);
 
   if (crds->parsed()) return PrintCrds(crd_dir);
+  if (certs_ca->parsed()) {
+    Status s = IssueCa(ca_out, ca_cn, ca_days);
+    if (!s.ok()) return Fail(s);
+    std::cout << "CA written to " << ca_out << "/ca.crt and ca.key (keep ca.key offline)\n";
+    return 0;
+  }
+  if (certs_issue->parsed()) {
+    auto uri = ParseIdentityUri(std::string(kIdentityScheme) + role_name + "/" + leaf.name);
+    if (!uri.ok()) return Fail(uri.status());
+    leaf.role = uri->role;
+    Status s = IssueLeaf(ca_dir, leaf_out, leaf);
+    if (!s.ok()) return Fail(s);
+    std::cout << uri->Uri() << " written to " << leaf_out << "/tls.crt, tls.key, ca.crt\n";
+    return 0;
+  }
   if (!kubeconfig.empty()) store_path = "kube:" + kubeconfig;
   auto where = store::ParseStoreUri(store_path);
   if (!where.ok()) return Fail(where.status());

@@ -28,7 +28,6 @@ class ControllerProcess {
     std::vector<std::string> args = {PILLAR_CONTROLLER_BIN,
                                      "--csi-endpoint=unix://" + csi_socket(),
                                      "--registry-listen=127.0.0.1:0",
-                                     "--registry-insecure",
                                      "--store=" + store_path(),
                                      "--agent=storage-1=127.0.0.1:" + std::to_string(agent_port),
                                      "--agent-tls-cert=" + dir_ + "/certs/controller.crt",
@@ -38,12 +37,25 @@ class ControllerProcess {
                                      "--epoch-poll-interval=1",
                                      "--ready-file=" + ready,
                                      "--log-level=info"};
+    if (registry_tls_) {
+      // The controller's certificate (127.0.0.1 among its SANs) serves the registry.
+      args.insert(args.end(), {"--registry-tls-cert=" + dir_ + "/certs/controller.crt",
+                               "--registry-tls-key=" + dir_ + "/certs/controller.key",
+                               "--registry-tls-ca=" + dir_ + "/certs/ca.crt"});
+    } else {
+      args.emplace_back("--registry-insecure");
+    }
     args.insert(args.end(), extra.begin(), extra.end());
     registry_port_ = child_.StartAndWaitForPort(args, dir_ + "/controller.log", ready);
     return registry_port_ > 0;
   }
 
   void Stop() { child_.Stop(); }
+
+  // Serve the registry over mutual TLS (certs/ from make-certs.sh) instead of
+  // plaintext; call before Start.
+  void UseRegistryTls() { registry_tls_ = true; }
+  int registry_port() const { return registry_port_; }
 
   std::string csi_socket() const { return dir_ + "/csi.sock"; }
   std::string store_path() const { return dir_ + "/store.db"; }
@@ -65,6 +77,7 @@ class ControllerProcess {
   std::string dir_;
   ChildProcess child_;
   int registry_port_ = 0;
+  bool registry_tls_ = false;
 };
 
 }  // namespace pillar::testing

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# make-certs.sh DIR: a throwaway CA, an agent server certificate (localhost,
-# 127.0.0.1), a controller client certificate, and a client certificate from
-# an unrelated CA (to prove it is refused). For tests and the demo only.
+# make-certs.sh DIR: a throwaway CA and one certificate per role, each with its
+# pillar-csi://<role>/<name> URI SAN (docs/security.md): agent (server,
+# localhost and 127.0.0.1), controller (also the registry's server certificate),
+# operator, node-a and node-b (node plugins); a certificate without a role
+# (CA-signed, no URI), and one from an unrelated CA (to prove they are
+# refused). For tests and the demo only.
 set -euo pipefail
 dir=${1:?usage: make-certs.sh DIR}
 mkdir -p "$dir"
@@ -21,6 +24,10 @@ mkleaf() {  # name ca san
 }
 mkca ca
 mkca rogue-ca
-mkleaf agent ca "DNS:localhost,IP:127.0.0.1"
-mkleaf controller ca "DNS:pillar-controller"
-mkleaf rogue rogue-ca "DNS:pillar-controller"
+mkleaf agent ca "DNS:localhost,IP:127.0.0.1,URI:pillar-csi://agent/storage-1"
+mkleaf controller ca "DNS:pillar-controller,DNS:localhost,IP:127.0.0.1,URI:pillar-csi://controller/pillar-controller"
+mkleaf operator ca "URI:pillar-csi://operator/admin"
+mkleaf node-a ca "URI:pillar-csi://node/node-a"
+mkleaf node-b ca "URI:pillar-csi://node/node-b"
+mkleaf norole ca "DNS:pillar-controller"
+mkleaf rogue rogue-ca "DNS:pillar-controller,URI:pillar-csi://controller/pillar-controller"

@@ -204,7 +204,7 @@ check "controller: --store=kube, --csi-endpoint unix:///csi/csi.sock, --leader-e
   "$D | $ctl | .args | (index(\"--store=kube\") != null) and (index(\"--csi-endpoint=unix:///csi/csi.sock\") != null)
     and (index(\"--leader-election-identity=\$(POD_NAME)\") != null)"
 check "controller: POD_NAME and POD_NAMESPACE from the downward API" \
-  "$D | $ctl | [.env[] | {(.name): .valueFrom.fieldRef.fieldPath}] | add == {POD_NAME: \"metadata.name\", POD_NAMESPACE: \"metadata.namespace\"}"
+  "$D | $ctl | [.env[] | {(.name): .valueFrom.fieldRef.fieldPath}] | add == {POD_NAME: \"metadata.name\", POD_NAMESPACE: \"metadata.namespace\", POD_IP: \"status.podIP\"}"
 check "controller: image ghcr.io/bhyoo/pillar-controller:$APP_VERSION" \
   "$D | $ctl | .image == \"ghcr.io/bhyoo/pillar-controller:$APP_VERSION\""
 check "controller: agent client TLS from Secret pillar-controller-tls" \
@@ -472,6 +472,11 @@ check "certManager: the registry certificate names the Service's DNS names; the 
     and ([$(obj Certificate store-pillar-agent) | .spec.dnsNames] == [[\"agent.storage.example\"]])
     and ([$(obj Certificate store-pillar-agent) | .spec.usages[]] | index(\"server auth\") != null)
     and ([$(obj Certificate store-pillar-node) | .spec.usages[]] | index(\"client auth\") != null)"
+check "certManager: each client certificate carries its role URI (docs/security.md); the registry's none" \
+  "([$(obj Certificate store-pillar-controller) | .spec.uris] == [[\"pillar-csi://controller/store-pillar-controller\"]])
+    and ([$(obj Certificate store-pillar-node) | .spec.uris] == [[\"pillar-csi://node/store-pillar-node\"]])
+    and ([$(obj Certificate store-pillar-agent) | .spec.uris] == [[\"pillar-csi://agent/store-pillar-agent\"]])
+    and ([$(obj Certificate store-pillar-registry) | .spec.uris] == [null])"
 flags_known "custom: "
 sidecar_flags_known "custom: "
 
