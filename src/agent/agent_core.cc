@@ -31,6 +31,23 @@ Status ValidateParams(Protocol protocol, const ExportParams& params) {
   if (params.in_capsule_data_size > 0 && protocol != Protocol::kNvmeofTcp) {
     return InvalidArgument("spec.inCapsuleDataSize applies to NVMe-oF/TCP only");
   }
+  if (params.auth != kAuthNone && params.auth != kAuthChap) {
+    return InvalidArgument("spec.auth \"" + params.auth + "\" must be none or chap");
+  }
+  if (params.auth == kAuthChap) {
+    if (protocol == Protocol::kNfs) {
+      return InvalidArgument("spec.auth=chap applies to NVMe-oF/TCP and iSCSI only");
+    }
+    if (!params.acl_enabled) {
+      return InvalidArgument("spec.auth=chap needs spec.aclEnabled: only listed hosts are asked");
+    }
+    if (params.auth_digest.empty()) {
+      return InvalidArgument("spec.authDigest is required with spec.auth=chap");
+    }
+  }
+  if (!params.root_squash && protocol != Protocol::kNfs) {
+    return InvalidArgument("spec.nfsNoRootSquash applies to NFS only");
+  }
   return Status::Ok();
 }
 
@@ -254,6 +271,9 @@ Status AgentCore::DeleteVolume(const std::string& agent_volume_id, const std::st
   RETURN_IF_ERROR(backend->Unexpose(split.name));
   // Refuses (FAILED_PRECONDITION) storage that is not volume_uid's.
   RETURN_IF_ERROR(backend->Delete(split.name, volume_uid));
+  if (options_.credentials != nullptr) {
+    RETURN_IF_ERROR(options_.credentials->Remove(agent_volume_id));
+  }
   if (mark) RETURN_IF_ERROR(marks_.Remove(agent_volume_id, volume_uid));
   log::Info("volume deleted", {{"volume", agent_volume_id}});
   return Status::Ok();
@@ -287,14 +307,53 @@ StatusOr<std::vector<PoolInfo>> AgentCore::Capacity(const std::string& pool) {
   return out;
 }
 
+StatusOr<Credentials> AgentCore::ResolveCredentials(const std::string& agent_volume_id,
+                                                    Protocol protocol, const ExportParams& params,
+                                                    const std::optional<Credentials>& given) {
+  if (params.auth != kAuthChap) {
+    if (given && !given->empty()) {
+      return InvalidArgument("credentials are given but spec.auth is " + params.auth);
+    }
+    return Credentials{};
+  }
+  if (options_.credentials == nullptr) {
+    return FailedPrecondition("agent " + options_.node_name +
+                              " keeps no credential store; auth=chap is unavailable");
+  }
+  if (given && !given->empty()) {
+    RETURN_IF_ERROR(ValidateCredentials(protocol, *given, "credentials"));
+    if (CredentialsDigest(agent_volume_id, *given) != params.auth_digest) {
+      return InvalidArgument("credentials do not match spec.authDigest of volume " +
+                             agent_volume_id);
+    }
+    return *given;
+  }
+  ASSIGN_OR_RETURN(auto kept, options_.credentials->Get(agent_volume_id, protocol));
+  if (!kept) {
+    return FailedPrecondition("agent " + options_.node_name + " holds no credentials for volume " +
+                              agent_volume_id +
+                              "; they come with CreateVolume or ControllerPublish secrets");
+  }
+  if (CredentialsDigest(agent_volume_id, *kept) != params.auth_digest) {
+    return FailedPrecondition("the credentials agent " + options_.node_name + " holds for volume " +
+                              agent_volume_id +
+                              " do not match spec.authDigest (the secret changed?); they come "
+                              "with CreateVolume or ControllerPublish secrets");
+  }
+  return *kept;
+}
+
 StatusOr<ExportReport> AgentCore::ApplyExport(const std::string& agent_volume_id, Protocol protocol,
                                               const ExportParams& params, const FenceToken& fence,
                                               const std::vector<std::string>& allowed_hosts,
+                                              const std::optional<Credentials>& credentials,
                                               std::vector<std::string>* changes) {
   ASSIGN_OR_RETURN(Split split, SplitId(agent_volume_id));
   RETURN_IF_ERROR(ValidateFence(fence));
   RETURN_IF_ERROR(ValidateParams(protocol, params));
   RETURN_IF_ERROR(ValidateHosts(protocol, allowed_hosts));
+  ASSIGN_OR_RETURN(Credentials creds,
+                   ResolveCredentials(agent_volume_id, protocol, params, credentials));
   ASSIGN_OR_RETURN(Backend * backend, FindPool(split.pool));
   ASSIGN_OR_RETURN(Exporter * exporter, FindExporter(protocol));
 
@@ -321,6 +380,12 @@ StatusOr<ExportReport> AgentCore::ApplyExport(const std::string& agent_volume_id
   }
   RETURN_IF_ERROR(EnsureTargetLoaded(*exporter));
   RETURN_IF_ERROR(marks_.Advance(agent_volume_id, fence.volume_uid, fence.publication_generation));
+  // Kept before they are used, so the export can be rebuilt without the
+  // controller; a stale writer was refused above and stores nothing.
+  if (params.auth == kAuthChap && options_.credentials != nullptr) {
+    ASSIGN_OR_RETURN(bool wrote, options_.credentials->Put(agent_volume_id, protocol, creds));
+    if (wrote) log::Info("credentials kept", {{"volume", agent_volume_id}});
+  }
   ASSIGN_OR_RETURN(std::string backing, backend->Expose(split.name, vol->mode));
 
   KernelExport want;
@@ -328,6 +393,7 @@ StatusOr<ExportReport> AgentCore::ApplyExport(const std::string& agent_volume_id
   want.backing = backing;
   want.params = params;
   want.allowed_hosts.insert(allowed_hosts.begin(), allowed_hosts.end());
+  want.credentials = std::move(creds);
   switch (protocol) {
     case Protocol::kNvmeofTcp:
       want.target_id = TargetName(options_.nqn_prefix, agent_volume_id);

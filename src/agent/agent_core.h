@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "agent/backends/backend.h"
+#include "agent/credentials/credential_store.h"
 #include "agent/exporters/exporter.h"
 #include "agent/fencing/fencing_marks.h"
 #include "common/status.h"
@@ -63,6 +64,9 @@ struct AgentCoreOptions {
   std::function<Status(Protocol)> load_target;
   std::string nqn_prefix = kDefaultNqnPrefix;
   std::string iqn_prefix = kDefaultIqnPrefix;
+  // Where auth=chap credentials are kept across restarts; null: auth=chap is
+  // refused (FAILED_PRECONDITION).
+  CredentialStore* credentials = nullptr;
 };
 
 class AgentCore {
@@ -97,6 +101,16 @@ class AgentCore {
   StatusOr<ExportReport> ApplyExport(const std::string& agent_volume_id, Protocol protocol,
                                      const ExportParams& params, const FenceToken& fence,
                                      const std::vector<std::string>& allowed_hosts,
+                                     std::vector<std::string>* changes) {
+    return ApplyExport(agent_volume_id, protocol, params, fence, allowed_hosts, std::nullopt,
+                       changes);
+  }
+  // With params.auth == kAuthChap, `credentials` must match params.auth_digest;
+  // without them the copy kept by the CredentialStore is used if it matches.
+  StatusOr<ExportReport> ApplyExport(const std::string& agent_volume_id, Protocol protocol,
+                                     const ExportParams& params, const FenceToken& fence,
+                                     const std::vector<std::string>& allowed_hosts,
+                                     const std::optional<Credentials>& credentials,
                                      std::vector<std::string>* changes);
   StatusOr<ExportReport> GetExport(const std::string& agent_volume_id, Protocol protocol);
   StatusOr<std::vector<ExportReport>> ListExports();
@@ -126,6 +140,11 @@ class AgentCore {
   // volume made by a pillar older than the marks. Anything else: no change.
   Status AdoptLegacy(Backend& backend, const std::string& agent_volume_id, BackendVolume& vol,
                      const std::optional<Mark>& fence, const std::string& volume_uid);
+  // The credentials an auth=chap export is to use (see ApplyExport); checks
+  // only, writes nothing.
+  StatusOr<Credentials> ResolveCredentials(const std::string& agent_volume_id, Protocol protocol,
+                                           const ExportParams& params,
+                                           const std::optional<Credentials>& given);
 
   AgentCoreOptions options_;
   FencingMarks& marks_;

@@ -1,10 +1,13 @@
 #include "agent/agent_daemon.h"
 
 #include <grpcpp/grpcpp.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <condition_variable>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -129,7 +132,8 @@ void AddAgentFlags(CLI::App& app, AgentDaemonOptions& o) {
       ->required();
   app.add_option("--configfs-root", o.configfs_root, "where configfs is mounted");
   app.add_option("--state-dir", o.state_dir,
-                 "agent state; fencing marks live in <state-dir>/generations");
+                 "agent state; fencing marks live in <state-dir>/generations, auth=chap "
+                 "credentials (0600) in <state-dir>/credentials");
   app.add_option("--exports-dir", o.exports_dir, "exports.d directory for knfsd");
   app.add_option("--nfsd-proc", o.nfsd_proc, "nfsd's proc directory");
   app.add_option("--protocols", o.protocols, "protocols to serve")->delimiter(',');
@@ -167,11 +171,19 @@ int RunAgent(const AgentDaemonOptions& options, const AgentDaemonHooks& hooks) {
   if (Status s = fs.MakeDirs(options.state_dir + "/generations"); !s.ok()) return fail(s);
   SystemClock clock;
   FencingMarks marks(fs, clock, options.state_dir + "/generations");
+  // auth=chap secrets: a root-only directory of 0600 files.
+  std::string creds_dir = options.state_dir + "/credentials";
+  if (Status s = fs.MakeDirs(creds_dir); !s.ok()) return fail(s);
+  if (::chmod(creds_dir.c_str(), 0700) != 0) {
+    return fail(Internal("chmod 0700 " + creds_dir + ": " + std::strerror(errno)));
+  }
+  CredentialStore credential_store(fs, creds_dir);
 
   AgentCoreOptions core_opts;
   core_opts.node_name = options.node_name.empty() ? Hostname() : options.node_name;
   core_opts.nqn_prefix = options.nqn_prefix;
   core_opts.iqn_prefix = options.iqn_prefix;
+  core_opts.credentials = &credential_store;
   if (hooks.load_target) {
     core_opts.load_target = hooks.load_target;
   } else if (!options.no_load_modules) {

@@ -75,6 +75,9 @@ void FillExport(const ExportReport& in, v1::Export* out) {
   spec->set_port(in.actual.params.port);
   spec->set_acl_enabled(in.actual.params.acl_enabled);
   spec->set_in_capsule_data_size(in.actual.params.in_capsule_data_size);
+  spec->set_auth(in.actual.params.auth);
+  spec->set_auth_digest(in.actual.params.auth_digest);
+  spec->set_nfs_no_root_squash(!in.actual.params.root_squash);
   for (const auto& h : in.actual.allowed_hosts) out->add_allowed_hosts(h);
   out->set_backing(in.actual.backing);
   out->set_enabled(in.actual.enabled);
@@ -159,10 +162,18 @@ grpc::Status AgentService::ApplyExport(grpc::ServerContext* ctx, const v1::Apply
   if (!req->has_fence()) return Reply(ctx, InvalidArgument("fence is required"));
   ExportParams params{req->spec().bind_address(), req->spec().port(), req->spec().acl_enabled(),
                       req->spec().in_capsule_data_size()};
+  params.auth = req->spec().auth().empty() ? kAuthNone : req->spec().auth();
+  params.auth_digest = req->spec().auth_digest();
+  params.root_squash = !req->spec().nfs_no_root_squash();
+  std::optional<Credentials> creds;
+  if (req->has_credentials()) {
+    const auto& c = req->credentials();
+    creds = Credentials{c.username(), c.secret(), c.mutual_username(), c.mutual_secret()};
+  }
   std::vector<std::string> hosts(req->allowed_hosts().begin(), req->allowed_hosts().end());
   std::vector<std::string> changes;
   auto exp = core_.ApplyExport(req->agent_volume_id(), *protocol, params,
-                               FenceFromProto(req->fence()), hosts, &changes);
+                               FenceFromProto(req->fence()), hosts, creds, &changes);
   if (!exp.ok()) return Reply(ctx, exp.status());
   FillExport(*exp, resp->mutable_export_());
   for (auto& c : changes) resp->add_changes(std::move(c));

@@ -152,4 +152,12 @@ std::optional<std::string> StatDirIdentity(const std::string& path) {
   return boot_id + ":" + std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
 }
 
+Status ValidateAuth(Protocol protocol, const std::string& auth, bool acl_enabled,
+                    const Credentials& credentials, const std::string& why_acl) {
+  if (auth == kAuthNone) return Status::Ok();
+  if (auth != kAuthChap) return InvalidArgument("auth \"" + auth + "\" must be none or chap");
+  if (!acl_enabled) return InvalidArgument("auth=chap needs acl_enabled: " + why_acl);
+  return ValidateCredentials(protocol, credentials, "credentials");
+}
+
 }  // namespace pillar::agent::configfs

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/credentials.h"
 #include "common/fs.h"
 #include "common/status.h"
 
@@ -48,6 +49,11 @@ std::string NameUuid(const std::string& name, const std::string& salt);
 // root or the machine reboots (boot id, device, inode); nullopt when absent.
 using DirIdentityFn = std::function<std::optional<std::string>(const std::string& path)>;
 std::optional<std::string> StatDirIdentity(const std::string& path);
+
+// An export's auth and credentials for `protocol`; `why_acl` says why
+// auth=chap cannot work with acl_enabled=false on this target.
+Status ValidateAuth(Protocol protocol, const std::string& auth, bool acl_enabled,
+                    const Credentials& credentials, const std::string& why_acl);
 
 // Appends to an optional change list.
 inline void Note(std::vector<std::string>* changes, std::string line) {

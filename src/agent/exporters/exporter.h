@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/credentials.h"
 #include "common/protocol.h"
 #include "common/status.h"
 
@@ -17,6 +18,14 @@ struct ExportParams {
   int port = 0;
   bool acl_enabled = true;
   int in_capsule_data_size = 0;  // 0: leave the port's value alone
+  // In-band authentication of the admitted hosts: kAuthNone or kAuthChap
+  // (nvmet DH-HMAC-CHAP, LIO CHAP). Observed: kAuthChap when every admitted
+  // host must authenticate, auth_digest the CredentialsDigest of what the
+  // kernel holds when all admitted hosts share it (empty otherwise).
+  std::string auth = kAuthNone;
+  std::string auth_digest;
+  // NFS only: map client root to the anonymous user (the default).
+  bool root_squash = true;
 
   bool operator==(const ExportParams&) const = default;
 };
@@ -31,6 +40,8 @@ struct KernelExport {
   std::string backing;          // block device (nvmet, LIO) or directory (NFS)
   ExportParams params;
   std::set<std::string> allowed_hosts;  // host NQNs, initiator IQNs, client IPs
+  // With params.auth == kAuthChap: what every allowed host must prove. Secret.
+  Credentials credentials;
 };
 
 // What the kernel has; fields that could not be read stay empty.

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <set>
+#include <utility>
 
 #include "common/validate.h"
 
@@ -29,8 +31,14 @@ Status Validate(const KernelExport& want, const std::string& iqn) {
   for (const auto& initiator : want.allowed_hosts) {
     RETURN_IF_ERROR(validate::Iqn("allowed_hosts", initiator));
   }
-  return Status::Ok();
+  // Demo mode (generate_node_acls=1) has no node ACL to hold credentials.
+  return configfs::ValidateAuth(Protocol::kIscsi, want.params.auth, want.params.acl_enabled,
+                                want.credentials, "CHAP credentials live in node ACLs");
 }
+
+// LIO shows an unset mutual name or password as "NULL" (and clears one when
+// "NULL" is written).
+std::string Unset(const std::string& v) { return v == "NULL" ? "" : v; }
 
 // LIO's portal group names: "<ipv4>:<port>" or "[<ipv6>]:<port>".
 std::string PortalName(const std::string& ip, int port) {
@@ -141,8 +149,11 @@ Status LioExporter::Apply(const KernelExport& want, std::vector<std::string>* ch
     RETURN_IF_ERROR(annotate(fs_.MakeDir(n.tpg)));
     Note(changes, std::string("create ") + kTpgt + " of " + n.iqn);
   }
-  RETURN_IF_ERROR(annotate(
-      SetAttr(JoinPath(n.tpg, "attrib"), "authentication", "0", n.iqn + "/" + kTpgt, changes)));
+  // CHAP is enforced before any initiator is added, so a new ACL never
+  // admits on its IQN alone; node ACLs get their credentials in WidenAcl.
+  bool chap = want.params.auth == kAuthChap;
+  RETURN_IF_ERROR(annotate(SetAttr(JoinPath(n.tpg, "attrib"), "authentication", chap ? "1" : "0",
+                                   n.iqn + "/" + kTpgt, changes)));
   // Narrow, then serve, then widen, then enable: at no moment is anyone
   // admitted that neither the old nor the new state admits.
   RETURN_IF_ERROR(annotate(NarrowAcl(n, want, changes)));
@@ -284,6 +295,9 @@ Status LioExporter::WidenAcl(const Names& n, const KernelExport& want,
       RETURN_IF_ERROR(fs_.MakeDir(acl_dir));
       Note(changes, "create node ACL " + initiator + " on " + n.iqn);
     }
+    if (want.params.auth == kAuthChap) {
+      RETURN_IF_ERROR(ApplyAclAuth(acl_dir, initiator, want.credentials, changes));
+    }
     std::string mapped = JoinPath(acl_dir, kLun);
     if (!fs_.IsDir(mapped)) RETURN_IF_ERROR(fs_.MakeDir(mapped));
     ASSIGN_OR_RETURN(auto links, Links(mapped));
@@ -293,6 +307,25 @@ Status LioExporter::WidenAcl(const Names& n, const KernelExport& want,
     }
     RETURN_IF_ERROR(
         SetAttr(mapped, "write_protect", "0", "LUN 0 of " + n.iqn + " for " + initiator, changes));
+  }
+  return Status::Ok();
+}
+
+Status LioExporter::ApplyAclAuth(const std::string& acl_dir, const std::string& initiator,
+                                 const Credentials& creds, std::vector<std::string>* changes) {
+  std::string auth = JoinPath(acl_dir, "auth");
+  const std::pair<const char*, const std::string*> fields[] = {
+      {"userid", &creds.username},
+      {"password", &creds.secret},
+      {"userid_mutual", &creds.mutual_username},
+      {"password_mutual", &creds.mutual_secret}};
+  for (const auto& [attr, want] : fields) {
+    std::string path = JoinPath(auth, attr);
+    ASSIGN_OR_RETURN(std::string have, ReadAttr(fs_, path));
+    if (Unset(have) == *want) continue;
+    // The value is a secret: the change line names the attribute only.
+    RETURN_IF_ERROR(fs_.WriteFile(path, want->empty() ? "NULL" : *want));
+    Note(changes, std::string("set CHAP ") + attr + " of initiator " + initiator);
   }
   return Status::Ok();
 }
@@ -342,7 +375,7 @@ StatusOr<std::optional<ActualExport>> LioExporter::Get(const std::string& agent_
   ASSIGN_OR_RETURN(std::string auth, ReadAttr(fs_, JoinPath(attrib, "authentication")));
   ASSIGN_OR_RETURN(std::string demo_wp, ReadAttr(fs_, JoinPath(attrib, "demo_mode_write_protect")));
   a.params.acl_enabled = generate != "1";
-  if (auth != "0") a.drift.push_back("authentication=" + auth + " (initiators need CHAP)");
+  a.params.auth = auth == "1" ? kAuthChap : kAuthNone;
   if (!a.params.acl_enabled && demo_wp != "0") {
     a.drift.push_back("demo_mode_write_protect=" + demo_wp + " (initiators get read-only)");
   }
@@ -381,6 +414,7 @@ StatusOr<std::optional<ActualExport>> LioExporter::Get(const std::string& agent_
   // Node ACLs count as allowed only when they map LUN 0 and nothing else.
   std::string acls = JoinPath(n.tpg, "acls");
   std::string lun0 = Normal(JoinPath(luns, kLun));
+  std::set<std::string> seen;  // credential digests of the admitted initiators
   ASSIGN_OR_RETURN(auto initiators, configfs::ListNames(fs_, acls, DirEntry::Type::kDir));
   for (const auto& initiator : initiators) {
     std::string acl_dir = JoinPath(acls, initiator);
@@ -399,10 +433,21 @@ StatusOr<std::optional<ActualExport>> LioExporter::Get(const std::string& agent_
     }
     if (mapped_ok) {
       a.allowed_hosts.insert(initiator);
+      Credentials c;
+      for (auto [attr, field] : {std::pair<const char*, std::string*>{"userid", &c.username},
+                                 {"password", &c.secret},
+                                 {"userid_mutual", &c.mutual_username},
+                                 {"password_mutual", &c.mutual_secret}}) {
+        ASSIGN_OR_RETURN(std::string v,
+                         ReadAttr(fs_, JoinPath(acl_dir, std::string("auth/") + attr)));
+        *field = Unset(v);
+      }
+      seen.insert(CredentialsDigest(agent_volume_id, c));
     } else {
       a.drift.push_back("initiator " + initiator + " has no LUN 0 mapped");
     }
   }
+  if (a.params.auth == kAuthChap && seen.size() == 1) a.params.auth_digest = *seen.begin();
   ASSIGN_OR_RETURN(std::string tpg_enabled, ReadAttr(fs_, JoinPath(n.tpg, "enable")));
   a.enabled = serving && tpg_enabled == "1";
   return std::optional<ActualExport>(std::move(a));

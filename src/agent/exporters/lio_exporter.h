@@ -48,6 +48,10 @@ class LioExporter : public Exporter {
   Status NarrowAcl(const Names& n, const KernelExport& want, std::vector<std::string>* changes);
   Status ApplyLun(const Names& n, std::vector<std::string>* changes);
   Status WidenAcl(const Names& n, const KernelExport& want, std::vector<std::string>* changes);
+  // Writes the node ACL's CHAP user id and password (and the mutual pair,
+  // "NULL" to clear it) where they differ.
+  Status ApplyAclAuth(const std::string& acl_dir, const std::string& initiator,
+                      const Credentials& creds, std::vector<std::string>* changes);
   Status ApplyPortal(const Names& n, const ExportParams& params, std::vector<std::string>* changes);
   Status SetAttr(const std::string& dir, const std::string& attr, const std::string& value,
                  const std::string& what, std::vector<std::string>* changes);

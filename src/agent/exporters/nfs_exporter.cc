@@ -1,5 +1,6 @@
 #include "agent/exporters/nfs_exporter.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <map>
@@ -92,14 +93,19 @@ std::string Join(const std::vector<std::string>& parts, char sep) {
 
 // Whether a live entry carries exactly pillar's options: each of ours is
 // present and none of their opposites (nor another fsid) is.
-bool OptionsMatch(const std::vector<std::string>& observed, const std::string& fsid_opt) {
+// `root_squash` nullopt: either squash mode matches (all_squash never does).
+bool OptionsMatch(const std::vector<std::string>& observed, const std::string& fsid_opt,
+                  std::optional<bool> root_squash) {
   std::set<std::string> have(observed.begin(), observed.end());
-  for (const char* want : {"rw", "sync", "no_subtree_check", "no_root_squash"}) {
+  for (const char* want : {"rw", "sync", "no_subtree_check"}) {
     if (!have.count(want)) return false;
   }
-  for (const char* bad : {"ro", "async", "subtree_check", "root_squash", "all_squash"}) {
+  for (const char* bad : {"ro", "async", "subtree_check", "all_squash"}) {
     if (have.count(bad)) return false;
   }
+  // exportfs -v prints root_squash or no_root_squash; root_squash is knfsd's default.
+  bool squashes = !have.count("no_root_squash");
+  if (root_squash && *root_squash != squashes) return false;
   bool fsid_seen = false;
   for (const auto& opt : observed) {
     if (opt.rfind("fsid=", 0) != 0) continue;
@@ -126,7 +132,7 @@ std::string RenderFile(const std::string& agent_volume_id, const std::string& pa
   // No export line at all for an empty set: a path without clients in an
   // exports file means "everyone".
   if (clients.empty()) return out;
-  std::string opts = NfsExportOptions(agent_volume_id);
+  std::string opts = NfsExportOptions(agent_volume_id, params.root_squash);
   out += path;
   for (const auto& c : clients) out += Cat(" ", c, "(", opts, ")");
   return out + "\n";
@@ -199,8 +205,9 @@ std::string NfsFsid(const std::string& agent_volume_id) {
   return out;
 }
 
-std::string NfsExportOptions(const std::string& agent_volume_id) {
-  return "rw,sync,no_subtree_check,no_root_squash,fsid=" + NfsFsid(agent_volume_id);
+std::string NfsExportOptions(const std::string& agent_volume_id, bool root_squash) {
+  return std::string("rw,sync,no_subtree_check,") +
+         (root_squash ? "root_squash" : "no_root_squash") + ",fsid=" + NfsFsid(agent_volume_id);
 }
 
 Status ValidateExportPath(const std::string& field, const std::string& path) {
@@ -339,17 +346,24 @@ ActualExport NfsExporter::Describe(const std::string& agent_volume_id, const std
                           " is missing: an nfs-server restart would drop this export"));
   }
   std::string fsid_opt = "fsid=" + NfsFsid(agent_volume_id);
+  std::set<bool> squash_modes;
   for (const ExportfsEntry* e : EntriesOf(live, path)) {
     if (e->client == "*") {
       a.params.acl_enabled = false;
     } else {
       a.allowed_hosts.insert(e->client);
     }
-    if (!OptionsMatch(e->options, fsid_opt)) {
+    bool squashes =
+        std::find(e->options.begin(), e->options.end(), "no_root_squash") == e->options.end();
+    squash_modes.insert(squashes);
+    if (!OptionsMatch(e->options, fsid_opt, std::nullopt)) {
       a.drift.push_back(Cat("client ", e->client, " has options ", Join(e->options, ','),
-                            ", not pillar's ", NfsExportOptions(agent_volume_id)));
+                            ", not pillar's ", NfsExportOptions(agent_volume_id, squashes)));
     }
   }
+  // Any client without squashing makes the export unsquashed: the weaker mode wins.
+  a.params.root_squash = squash_modes.count(false) == 0;
+  if (squash_modes.size() > 1) a.drift.push_back("clients differ in root squashing");
   if (!a.params.acl_enabled && !a.allowed_hosts.empty()) {
     a.drift.push_back("clients exported besides *: Apply keeps * alone");
   }
@@ -431,11 +445,13 @@ Status NfsExporter::Apply(const KernelExport& want, std::vector<std::string>* ch
       have[e->client] = e;
     }
   }
-  std::string opts = NfsExportOptions(id);
+  std::string opts = NfsExportOptions(id, want.params.root_squash);
   std::string fsid_opt = "fsid=" + NfsFsid(id);
   for (const auto& client : clients) {
     auto it = have.find(client);
-    if (it != have.end() && OptionsMatch(it->second->options, fsid_opt)) continue;
+    if (it != have.end() && OptionsMatch(it->second->options, fsid_opt, want.params.root_squash)) {
+      continue;
+    }
     RETURN_IF_ERROR(exec_.RunOk(
         {{"exportfs", "-o", opts, ClientArg(client, path)}, "", std::chrono::seconds(30)}));
     if (it == have.end()) {

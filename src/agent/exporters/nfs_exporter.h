@@ -35,8 +35,9 @@ struct ExportfsEntry {
 // loudly instead of hiding exports.
 StatusOr<std::vector<ExportfsEntry>> ParseExportfsVerbose(const std::string& text);
 
-// The export options pillar sets, fsid included (see NfsFsid).
-std::string NfsExportOptions(const std::string& agent_volume_id);
+// The export options pillar sets, fsid included (see NfsFsid): root_squash
+// unless the volume's intent opts out (nfsRootSquash: "false").
+std::string NfsExportOptions(const std::string& agent_volume_id, bool root_squash = true);
 
 // A stable fsid for the volume: a UUID from the 128-bit FNV-1a hash of the
 // agent volume id. knfsd otherwise derives the fsid from the device number or

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <set>
+#include <utility>
 
 #include "common/validate.h"
 
@@ -40,7 +42,9 @@ Status Validate(const KernelExport& want, const std::string& nqn) {
   for (const auto& host : want.allowed_hosts) {
     RETURN_IF_ERROR(validate::Nqn("allowed_hosts", host));
   }
-  return Status::Ok();
+  // attr_allow_any_host=1 skips DH-HMAC-CHAP in nvmet: no key would be asked.
+  return configfs::ValidateAuth(Protocol::kNvmeofTcp, want.params.auth, want.params.acl_enabled,
+                                want.credentials, "nvmet authenticates listed hosts only");
 }
 
 bool PillarPort(int id) {
@@ -155,14 +159,65 @@ Status NvmetExporter::ApplyAcl(const std::string& nqn, const KernelExport& want,
     return Status::Ok();
   }
   for (const auto& host : want.allowed_hosts) {
-    if (links.count(host) > 0) continue;
     std::string host_dir = JoinPath(nvmet_, "hosts/" + host);
+    if (links.count(host) > 0) {
+      // Linked already: only its key may need repair (it was changed or lost).
+      if (want.params.auth == kAuthChap) {
+        RETURN_IF_ERROR(ApplyHostKeys(nqn, host, want.credentials, changes));
+      }
+      continue;
+    }
     if (!fs_.IsDir(host_dir)) {
       RETURN_IF_ERROR(fs_.MakeDir(host_dir));
       Note(changes, "create host " + host);
     }
+    // The key before the link: a host is never admitted on its NQN alone.
+    if (want.params.auth == kAuthChap) {
+      RETURN_IF_ERROR(ApplyHostKeys(nqn, host, want.credentials, changes));
+    }
     RETURN_IF_ERROR(fs_.Symlink(host_dir, JoinPath(allowed, host)));
     Note(changes, "allow host " + host + " on " + nqn);
+  }
+  return Status::Ok();
+}
+
+Status NvmetExporter::ApplyHostKeys(const std::string& nqn, const std::string& host,
+                                    const Credentials& creds, std::vector<std::string>* changes) {
+  std::string host_dir = JoinPath(nvmet_, "hosts/" + host);
+  std::string key_attr = JoinPath(host_dir, "dhchap_key");
+  std::string ctrl_attr = JoinPath(host_dir, "dhchap_ctrl_key");
+  if (!fs_.Exists(key_attr)) {
+    return FailedPrecondition(
+        "this kernel's nvmet has no DH-HMAC-CHAP (" + key_attr +
+        " is missing: CONFIG_NVME_TARGET_AUTH is not set); refusing to admit " + host + " to " +
+        nqn + " without its key");
+  }
+  // nvmet keys are per host, not per subsystem: a host already holding
+  // another key keeps it while another subsystem admits it.
+  ASSIGN_OR_RETURN(std::string key, ReadAttr(fs_, key_attr));
+  ASSIGN_OR_RETURN(std::string ctrl, ReadAttr(fs_, ctrl_attr));
+  bool same = key == creds.secret && ctrl == creds.mutual_secret;
+  if (same) return Status::Ok();
+  if (!key.empty()) {
+    ASSIGN_OR_RETURN(auto subsystems, configfs::ListNames(fs_, JoinPath(nvmet_, "subsystems"),
+                                                          DirEntry::Type::kDir));
+    for (const auto& other : subsystems) {
+      if (other == nqn) continue;
+      if (fs_.Exists(JoinPath(nvmet_, "subsystems/" + other + "/allowed_hosts/" + host))) {
+        return FailedPrecondition("host " + host + " holds another DH-HMAC-CHAP key, used by " +
+                                  other +
+                                  "; nvmet keeps one key per host, so volumes shared "
+                                  "with one host on one agent must use the same secret");
+      }
+    }
+  }
+  if (key != creds.secret) {
+    RETURN_IF_ERROR(fs_.WriteFile(key_attr, creds.secret));
+    Note(changes, "set DH-HMAC-CHAP key of host " + host);
+  }
+  if (ctrl != creds.mutual_secret) {
+    RETURN_IF_ERROR(fs_.WriteFile(ctrl_attr, creds.mutual_secret));
+    Note(changes, "set DH-HMAC-CHAP controller key of host " + host);
   }
   return Status::Ok();
 }
@@ -340,9 +395,29 @@ StatusOr<std::optional<ActualExport>> NvmetExporter::Observe(const std::string& 
   a.params.acl_enabled = any != "1";
   std::string allowed = JoinPath(subsys, "allowed_hosts");
   ASSIGN_OR_RETURN(auto links, configfs::ListNames(fs_, allowed, DirEntry::Type::kSymlink));
+  std::set<std::pair<std::string, std::string>> keys;  // (key, ctrl key) of each host
+  bool all_keyed = !links.empty() && a.params.acl_enabled;
   for (const auto& link : links) {
     ASSIGN_OR_RETURN(std::string host, configfs::LinkTargetName(fs_, JoinPath(allowed, link)));
     a.allowed_hosts.insert(host);
+    std::string host_dir = JoinPath(nvmet_, "hosts/" + host);
+    if (!fs_.Exists(JoinPath(host_dir, "dhchap_key"))) {
+      all_keyed = false;
+      continue;
+    }
+    ASSIGN_OR_RETURN(std::string key, ReadAttr(fs_, JoinPath(host_dir, "dhchap_key")));
+    ASSIGN_OR_RETURN(std::string ctrl, ReadAttr(fs_, JoinPath(host_dir, "dhchap_ctrl_key")));
+    if (key.empty()) all_keyed = false;
+    keys.emplace(key, ctrl);
+  }
+  if (all_keyed) {
+    a.params.auth = kAuthChap;
+    if (keys.size() == 1) {
+      Credentials seen;
+      seen.secret = keys.begin()->first;
+      seen.mutual_secret = keys.begin()->second;
+      a.params.auth_digest = CredentialsDigest(agent_volume_id, seen);
+    }
   }
   bool ns_enabled = false;
   std::string namespaces = JoinPath(subsys, "namespaces");

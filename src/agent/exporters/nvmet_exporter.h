@@ -1,7 +1,8 @@
 // Exports block volumes over NVMe/TCP through the kernel's nvmet configfs
 // tree: one subsystem per volume (named TargetName(nqn_prefix, volume id))
 // with namespace 1 on the backing device, linked to a TCP port, and an ACL of
-// allowed_hosts links or attr_allow_any_host=1.
+// allowed_hosts links or attr_allow_any_host=1. With auth=chap every allowed
+// host gets the volume's DH-HMAC-CHAP key (hosts/<nqn>/dhchap_key) before its link.
 #pragma once
 
 #include <map>
@@ -56,6 +57,10 @@ class NvmetExporter : public Exporter {
                                                 const std::vector<Port>& ports);
   Status ApplyAcl(const std::string& nqn, const KernelExport& want,
                   std::vector<std::string>* changes);
+  // Writes `creds` as the host's DH-HMAC-CHAP keys; FAILED_PRECONDITION when
+  // the kernel lacks nvmet auth or another subsystem relies on another key.
+  Status ApplyHostKeys(const std::string& nqn, const std::string& host, const Credentials& creds,
+                       std::vector<std::string>* changes);
   Status ApplyNamespace(const std::string& nqn, const std::string& backing,
                         std::vector<std::string>* changes);
   Status ApplyPort(const std::string& nqn, const ExportParams& params,

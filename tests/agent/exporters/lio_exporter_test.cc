@@ -310,5 +310,114 @@ TEST_F(LioExporterTest, StateTokenFollowsTheModules) {
   EXPECT_TRUE((*ex_.Get(kVol))->enabled);
 }
 
+Credentials Chap() { return {"node-a", "twelve-bytes-secret", "", ""}; }
+
+TEST_F(LioExporterTest, ChapIsEnforcedBeforeAnInitiatorIsAddedAndKeepsSecretsOutOfChanges) {
+  KernelExport w = Want(kVol, {kInitA});
+  w.params.auth = kAuthChap;
+  w.credentials = Chap();
+  w.credentials.mutual_username = "target-1";
+  w.credentials.mutual_secret = "another-secret-42";
+  auto changes = Apply(w);
+  for (const auto& line : changes) {
+    EXPECT_EQ(line.find("twelve-bytes-secret"), std::string::npos) << line;
+    EXPECT_EQ(line.find("another-secret-42"), std::string::npos) << line;
+  }
+  auto t = Tree();
+  std::string acl = Tpg("/acls/") + kInitA;
+  EXPECT_EQ(t[Tpg("/attrib/authentication")], "1");
+  EXPECT_EQ(t[acl + "/auth/userid"], "node-a");
+  EXPECT_EQ(t[acl + "/auth/password"], "twelve-bytes-secret");
+  EXPECT_EQ(t[acl + "/auth/userid_mutual"], "target-1");
+  EXPECT_EQ(t[acl + "/auth/password_mutual"], "another-secret-42");
+  // authentication=1 before the ACL exists; the password before LUN 0 is mapped.
+  const auto& ops = fs_.ops();
+  auto at = [&](const std::string& needle) {
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (ops[i].find(needle) != std::string::npos) return static_cast<long>(i);
+    }
+    return -1L;
+  };
+  // (A new TPG starts at the kernel's authentication=1, which is kept.)
+  EXPECT_EQ(at("attrib/authentication = 0"), -1);
+  long acl_made = at("mkdir " + P(acl));
+  long password = at(acl + "/auth/password =");
+  long mapped = at("symlink " + P(acl + "/lun_0/lun_0"));
+  ASSERT_TRUE(acl_made >= 0 && password >= 0 && mapped >= 0);
+  EXPECT_LT(acl_made, password);
+  EXPECT_LT(password, mapped);
+  // An existing export with auth none switches authentication on before it
+  // admits anyone new.
+  Apply(Want("tank/pvc-2", {}));
+  fs_.Clear();
+  KernelExport w2 = Want("tank/pvc-2", {kInitB});
+  w2.params.auth = kAuthChap;
+  w2.credentials = Chap();
+  Apply(w2);
+  std::string acl2 = "iscsi/" + TargetName(kDefaultIqnPrefix, "tank/pvc-2") + "/tpgt_1/acls/" +
+                     std::string(kInitB);
+  long auth_on = at("attrib/authentication = 1");
+  ASSERT_GE(auth_on, 0);
+  EXPECT_LT(auth_on, at("mkdir " + P(acl2)));
+
+  auto got = ex_.Get(kVol);
+  ASSERT_TRUE(got.ok() && *got);
+  EXPECT_EQ((*got)->params.auth, kAuthChap);
+  EXPECT_EQ((*got)->params.auth_digest, CredentialsDigest(kVol, w.credentials));
+  EXPECT_THAT((*got)->drift, IsEmpty());
+  fs_.Clear();
+  EXPECT_THAT(Apply(w), IsEmpty());
+  EXPECT_EQ(fs_.mutations(), 0u);
+
+  // Dropping mutual CHAP clears the pair the way LIO expects ("NULL").
+  w.credentials = Chap();
+  changes = Apply(w);
+  EXPECT_THAT(changes, Contains("set CHAP password_mutual of initiator " + std::string(kInitA)));
+  got = ex_.Get(kVol);
+  ASSERT_TRUE(got.ok() && *got);
+  EXPECT_EQ((*got)->params.auth_digest, CredentialsDigest(kVol, Chap()));
+}
+
+TEST_F(LioExporterTest, ChapRepairsAChangedPasswordAndNoneTurnsAuthenticationOff) {
+  KernelExport w = Want(kVol, {kInitA, kInitB});
+  w.params.auth = kAuthChap;
+  w.credentials = Chap();
+  Apply(w);
+  ASSERT_TRUE(
+      sim_.WriteFile(P(Tpg("/acls/") + kInitB + "/auth/password"), "changed-by-hand!").ok());
+  auto got = ex_.Get(kVol);
+  ASSERT_TRUE(got.ok() && *got);
+  EXPECT_EQ((*got)->params.auth_digest, "");
+  EXPECT_THAT(Apply(w), ElementsAre("set CHAP password of initiator " + std::string(kInitB)));
+  got = ex_.Get(kVol);
+  EXPECT_EQ((*got)->params.auth_digest, CredentialsDigest(kVol, Chap()));
+  Apply(Want(kVol, {kInitA, kInitB}));
+  EXPECT_EQ(Tree()[Tpg("/attrib/authentication")], "0");
+  got = ex_.Get(kVol);
+  EXPECT_EQ((*got)->params.auth, kAuthNone);
+}
+
+TEST_F(LioExporterTest, ChapRefusesDemoModeAndBadCredentials) {
+  std::vector<KernelExport> bad;
+  KernelExport demo = Want(kVol, {}, /*acl=*/false);
+  demo.params.auth = kAuthChap;
+  demo.credentials = Chap();
+  bad.push_back(demo);
+  KernelExport short_pw = Want(kVol, {kInitA});
+  short_pw.params.auth = kAuthChap;
+  short_pw.credentials = {"node-a", "short", "", ""};
+  bad.push_back(short_pw);
+  KernelExport no_user = short_pw;
+  no_user.credentials = {"", "twelve-bytes-secret", "", ""};
+  bad.push_back(no_user);
+  for (const auto& w : bad) {
+    fs_.Clear();
+    Status s = ex_.Apply(w, nullptr);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.ToString();
+    EXPECT_EQ(s.message().find("twelve-bytes-secret"), std::string::npos);
+    EXPECT_EQ(fs_.mutations(), 0u);
+  }
+}
+
 }  // namespace
 }  // namespace pillar::agent

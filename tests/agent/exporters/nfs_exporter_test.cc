@@ -15,7 +15,9 @@ namespace {
 
 using pillar::testing::FakeExec;
 using pillar::testing::TempDir;
+using ::testing::Contains;
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
 // Captured from nfs-utils 2.6.2 (Debian 12) `exportfs -v` after a series of
@@ -114,6 +116,8 @@ TEST(NfsFsidTest, StableUuidPerVolume) {
   EXPECT_NE(NfsFsid("tank/pvc-1"), NfsFsid("tank/pvc-2"));
   EXPECT_TRUE(validate::Uuid("fsid", NfsFsid("vg0/lv.a-b")).ok());
   EXPECT_EQ(NfsExportOptions("tank/pvc-1"),
+            "rw,sync,no_subtree_check,root_squash,fsid=ca80c14c-32e7-8253-9950-efcecbfe6e5f");
+  EXPECT_EQ(NfsExportOptions("tank/pvc-1", /*root_squash=*/false),
             "rw,sync,no_subtree_check,no_root_squash,fsid=ca80c14c-32e7-8253-9950-efcecbfe6e5f");
 }
 
@@ -184,8 +188,11 @@ class SimExportfs {
   // How nfs-utils prints the options pillar passes.
   static std::string Printed(const std::string& given) {
     std::string fsid = given.substr(given.find("fsid="));
-    if (given.rfind("rw,sync,no_subtree_check,no_root_squash,", 0) != 0) return given;
-    return "sync,wdelay,hide,no_subtree_check," + fsid + ",sec=sys,rw,no_root_squash,no_all_squash";
+    for (std::string mode : {"root_squash", "no_root_squash"}) {
+      if (given.rfind("rw,sync,no_subtree_check," + mode + ",", 0) != 0) continue;
+      return "sync,wdelay,hide,no_subtree_check," + fsid + ",sec=sys,rw," + mode + ",no_all_squash";
+    }
+    return given;
   }
 
   void Set(const std::string& path, const std::string& client, const std::string& opts) {
@@ -630,6 +637,48 @@ TEST_F(NfsExporterTest, StateTokenTellsWhetherNfsdRuns) {
   ASSERT_TRUE(fs_.WriteFile(dir_.Sub("nfsd/threads"), "garbage\n").ok());
   EXPECT_EQ(exporter_.StateToken(), "");
   EXPECT_THAT(exec_.CallLines(), IsEmpty());
+}
+
+TEST_F(NfsExporterTest, RootSquashByDefaultAndNoRootSquashOnlyWhenAskedFor) {
+  ASSERT_TRUE(exporter_.Apply(Want({"10.0.0.1"}), nullptr).ok());
+  EXPECT_EQ(table_.ClientsOf(Path()).at("10.0.0.1"), Printed());
+  EXPECT_NE(Printed().find(",root_squash,"), std::string::npos);
+  auto got = exporter_.Get(kVol);
+  ASSERT_TRUE(got.ok() && *got) << got.status().ToString();
+  EXPECT_TRUE((*got)->params.root_squash);
+  EXPECT_THAT((*got)->drift, IsEmpty());
+
+  // The opt-out re-exports the live client and rewrites the file.
+  KernelExport open = Want({"10.0.0.1"});
+  open.params.root_squash = false;
+  std::vector<std::string> changes;
+  ASSERT_TRUE(exporter_.Apply(open, &changes).ok());
+  std::string unsquashed = NfsExportOptions(kVol, false);
+  EXPECT_EQ(*fs_.ReadFile(File()), Content("10.0.0.1(" + unsquashed + ")"));
+  EXPECT_EQ(table_.ClientsOf(Path()).at("10.0.0.1"), SimExportfs::Printed(unsquashed));
+  EXPECT_THAT(changes, Contains(HasSubstr("re-exported to 10.0.0.1")));
+  got = exporter_.Get(kVol);
+  ASSERT_TRUE(got.ok() && *got);
+  EXPECT_FALSE((*got)->params.root_squash);
+
+  // And back: a converged export makes no change.
+  changes.clear();
+  ASSERT_TRUE(exporter_.Apply(Want({"10.0.0.1"}), &changes).ok());
+  EXPECT_EQ(table_.ClientsOf(Path()).at("10.0.0.1"), Printed());
+  changes.clear();
+  ASSERT_TRUE(exporter_.Apply(Want({"10.0.0.1"}), &changes).ok());
+  EXPECT_THAT(changes, IsEmpty());
+}
+
+TEST_F(NfsExporterTest, AClientWithoutSquashingMakesTheExportUnsquashedAndIsDrift) {
+  ASSERT_TRUE(exporter_.Apply(Want({"10.0.0.1", "10.0.0.2"}), nullptr).ok());
+  table_.Set(Path(), "10.0.0.2", SimExportfs::Printed(NfsExportOptions(kVol, false)));
+  auto got = exporter_.Get(kVol);
+  ASSERT_TRUE(got.ok() && *got);
+  EXPECT_FALSE((*got)->params.root_squash);
+  EXPECT_THAT((*got)->drift, Contains("clients differ in root squashing"));
+  ASSERT_TRUE(exporter_.Apply(Want({"10.0.0.1", "10.0.0.2"}), nullptr).ok());
+  EXPECT_EQ(table_.ClientsOf(Path()).at("10.0.0.2"), Printed());
 }
 
 }  // namespace

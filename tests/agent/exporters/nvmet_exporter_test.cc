@@ -372,5 +372,134 @@ TEST_F(NvmetExporterTest, ModuleNotLoaded) {
   EXPECT_THAT(changes, IsEmpty());
 }
 
+constexpr const char* kKey1 = "DHHC-1:00:JTA7RlFcZ3J9iJOeqbS/ytXg6/YBDBciLThDTllkb3qr02o2:";
+constexpr const char* kKey2 = "DHHC-1:00:SlVga3aBjJeirbjDztnk7/oFEBsmMTxHUl1oc36JlJ9Udcmo:";
+constexpr const char* kKey3 = "DHHC-1:00:b3qFkJumsbzH0t3o8/4JFB8qNUBLVmFsd4KNmKOuucQjDnYo:";
+
+KernelExport WantChap(const std::string& id, std::set<std::string> hosts, const char* key,
+                      const char* ctrl_key = "") {
+  KernelExport w = Want(id, std::move(hosts));
+  w.params.auth = kAuthChap;
+  w.credentials.secret = key;
+  w.credentials.mutual_secret = ctrl_key;
+  return w;
+}
+
+// Nothing that leaves the exporter (change lines, status messages) holds a key.
+void ExpectNoSecret(const std::vector<std::string>& lines) {
+  for (const auto& line : lines) {
+    for (const char* key : {kKey1, kKey2, kKey3}) {
+      EXPECT_EQ(line.find(key), std::string::npos) << line;
+      EXPECT_EQ(line.find(std::string(key).substr(10, 20)), std::string::npos) << line;
+    }
+  }
+}
+
+TEST_F(NvmetExporterTest, ChapSetsTheHostKeyBeforeTheHostIsAllowed) {
+  auto changes = Apply(WantChap(kVol, {kHostA}, kKey1, kKey2));
+  ExpectNoSecret(changes);
+  auto t = Tree();
+  EXPECT_EQ(t["hosts/" + std::string(kHostA) + "/dhchap_key"], kKey1);
+  EXPECT_EQ(t["hosts/" + std::string(kHostA) + "/dhchap_ctrl_key"], kKey2);
+  // The key is written before the allowed_hosts link, never after.
+  const auto& ops = fs_.ops();
+  auto at = [&](const std::string& needle) {
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (ops[i].find(needle) != std::string::npos) return static_cast<long>(i);
+    }
+    return -1L;
+  };
+  long key = at("hosts/" + std::string(kHostA) + "/dhchap_key");
+  long link = at("symlink " + P(Sub("/allowed_hosts/") + kHostA));
+  ASSERT_GE(key, 0);
+  ASSERT_GE(link, 0);
+  EXPECT_LT(key, link);
+  EXPECT_THAT(changes, ::testing::Contains("set DH-HMAC-CHAP key of host " + std::string(kHostA)));
+
+  auto got = ex_.Get(kVol);
+  ASSERT_TRUE(got.ok() && *got);
+  EXPECT_EQ((*got)->params.auth, kAuthChap);
+  EXPECT_EQ((*got)->params.auth_digest, CredentialsDigest(kVol, {"", kKey1, "", kKey2}));
+  fs_.Clear();
+  EXPECT_THAT(Apply(WantChap(kVol, {kHostA}, kKey1, kKey2)), IsEmpty());
+  EXPECT_EQ(fs_.mutations(), 0u);
+}
+
+TEST_F(NvmetExporterTest, ChapRepairsAChangedKeyAndReportsNoneWithoutOne) {
+  Apply(WantChap(kVol, {kHostA, kHostB}, kKey1));
+  ASSERT_TRUE(sim_.WriteFile(P("hosts/" + std::string(kHostB) + "/dhchap_key"), kKey3).ok());
+  auto got = ex_.Get(kVol);
+  ASSERT_TRUE(got.ok() && *got);
+  EXPECT_EQ((*got)->params.auth, kAuthChap);
+  EXPECT_EQ((*got)->params.auth_digest, "");  // the hosts disagree
+  auto changes = Apply(WantChap(kVol, {kHostA, kHostB}, kKey1));
+  EXPECT_THAT(changes, ElementsAre("set DH-HMAC-CHAP key of host " + std::string(kHostB)));
+  EXPECT_EQ(Tree()["hosts/" + std::string(kHostB) + "/dhchap_key"], kKey1);
+  // A host whose key was cleared admits without authentication: auth none.
+  ASSERT_TRUE(sim_.WriteFile(P("hosts/" + std::string(kHostB) + "/dhchap_key"), "").ok());
+  got = ex_.Get(kVol);
+  ASSERT_TRUE(got.ok() && *got);
+  EXPECT_EQ((*got)->params.auth, kAuthNone);
+}
+
+TEST_F(NvmetExporterTest, ChapRefusesToChangeAKeyAnotherVolumeRelies) {
+  Apply(WantChap("tank/pvc-2", {kHostA}, kKey1));
+  fs_.Clear();
+  std::vector<std::string> changes;
+  Status s = ex_.Apply(WantChap(kVol, {kHostA}, kKey2), &changes);
+  EXPECT_EQ(s.code(), Code::kFailedPrecondition) << s.ToString();
+  EXPECT_THAT(s.message(), HasSubstr("holds another DH-HMAC-CHAP key"));
+  ExpectNoSecret({s.message()});
+  auto t = Tree();
+  EXPECT_EQ(t["hosts/" + std::string(kHostA) + "/dhchap_key"], kKey1);
+  EXPECT_EQ(t.count(Sub("/allowed_hosts/") + kHostA), 0u);
+  // The same key is fine.
+  Apply(WantChap(kVol, {kHostA}, kKey1));
+  EXPECT_EQ(Tree().count(Sub("/allowed_hosts/") + kHostA), 1u);
+}
+
+// An Fs over the simulator with nvmet's auth attributes hidden: the Debian
+// 12 kernel (CONFIG_NVME_TARGET_AUTH not set).
+class NoAuthFs : public pillar::testing::RecordingFs {
+ public:
+  using RecordingFs::RecordingFs;
+  bool Exists(const std::string& p) override {
+    return p.find("/dhchap_") == std::string::npos && RecordingFs::Exists(p);
+  }
+};
+
+TEST_F(NvmetExporterTest, ChapOnAKernelWithoutNvmetAuthAdmitsNobody) {
+  NoAuthFs fs{sim_};
+  NvmetExporter ex{fs, tmp_.path()};
+  std::vector<std::string> changes;
+  Status s = ex.Apply(WantChap(kVol, {kHostA}, kKey1), &changes);
+  EXPECT_EQ(s.code(), Code::kFailedPrecondition) << s.ToString();
+  EXPECT_THAT(s.message(), HasSubstr("CONFIG_NVME_TARGET_AUTH"));
+  EXPECT_EQ(Tree().count(Sub("/allowed_hosts/") + kHostA), 0u);
+  auto got = ex.Get(kVol);
+  ASSERT_TRUE(got.ok() && *got);
+  EXPECT_THAT((*got)->allowed_hosts, IsEmpty());
+}
+
+TEST_F(NvmetExporterTest, ChapRefusesBadCredentialsAndOpenAcls) {
+  std::vector<KernelExport> bad;
+  bad.push_back(WantChap(kVol, {kHostA}, "DHHC-1:00:bm90IGEga2V5:"));
+  bad.push_back(WantChap(kVol, {kHostA}, kKey1, kKey1));
+  bad.push_back(WantChap(kVol, {kHostA}, ""));
+  KernelExport open = WantChap(kVol, {}, kKey1);
+  open.params.acl_enabled = false;
+  bad.push_back(open);
+  KernelExport unknown = Want(kVol, {kHostA});
+  unknown.params.auth = "krb5";
+  bad.push_back(unknown);
+  for (const auto& w : bad) {
+    fs_.Clear();
+    Status s = ex_.Apply(w, nullptr);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.ToString();
+    EXPECT_EQ(fs_.mutations(), 0u);
+    ExpectNoSecret({s.message()});
+  }
+}
+
 }  // namespace
 }  // namespace pillar::agent

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "agent_process.h"
+#include "common/credentials.h"
 #include "common/exec.h"
 
 namespace pillar::testing {
@@ -118,6 +119,15 @@ class AgentGrpcTest : public ::testing::Test {
     return s;
   }
 
+  grpc::Status Delete(const std::string& id) {
+    grpc::ClientContext ctx;
+    v1::DeleteVolumeRequest del;
+    del.set_agent_volume_id(id);
+    del.set_volume_uid(kUid);
+    v1::DeleteVolumeResponse resp;
+    return stub_->DeleteVolume(&ctx, del, &resp);
+  }
+
   std::string Subsys(const std::string& rel = "") const {
     return tmp_.Sub("configfs/nvmet/subsystems/") + kSubsys + (rel.empty() ? "" : "/" + rel);
   }
@@ -212,12 +222,7 @@ TEST_F(AgentGrpcTest, ExportLifecycleConvergesExactlyAndIsFenced) {
     EXPECT_FALSE(fs::exists(Subsys()));
   }
   {
-    grpc::ClientContext ctx;
-    v1::DeleteVolumeRequest del;
-    del.set_agent_volume_id("demo/pvc-1");
-    del.set_volume_uid(kUid);
-    v1::DeleteVolumeResponse resp;
-    auto ds = stub_->DeleteVolume(&ctx, del, &resp);
+    auto ds = Delete("demo/pvc-1");
     ASSERT_TRUE(ds.ok()) << ds.error_message();
     EXPECT_FALSE(fs::exists(tmp_.Sub("pools/demo/pvc-1.img")));
   }
@@ -418,6 +423,83 @@ TEST_F(AgentGrpcTest, BootEpochChangesOnRestartAndOnTargetStateLoss) {
   auto s = Apply("demo/pvc-1", 1, {kHostA}, &applied);
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_TRUE(fs::is_symlink(Subsys("allowed_hosts/") + kHostA));
+}
+
+TEST_F(AgentGrpcTest, ChapCredentialsAreKeptRootOnlyAndRebuildAnExportAfterARestart) {
+  const std::string key = "DHHC-1:00:JTA7RlFcZ3J9iJOeqbS/ytXg6/YBDBciLThDTllkb3qr02o2:";
+  const std::string digest = CredentialsDigest("demo/pvc-1", {"", key, "", ""});
+  ASSERT_TRUE(Create("pvc-1").ok());
+  auto apply = [&](const std::string& want_digest, const std::string& with_key) {
+    grpc::ClientContext ctx;
+    v1::ApplyExportRequest req;
+    req.set_agent_volume_id("demo/pvc-1");
+    req.set_protocol(v1::PROTOCOL_NVMEOF_TCP);
+    req.mutable_spec()->set_bind_address("127.0.0.1");
+    req.mutable_spec()->set_port(4420);
+    req.mutable_spec()->set_acl_enabled(true);
+    req.mutable_spec()->set_auth("chap");
+    req.mutable_spec()->set_auth_digest(want_digest);
+    if (!with_key.empty()) req.mutable_credentials()->set_secret(with_key);
+    req.mutable_fence()->set_volume_uid(kUid);
+    req.mutable_fence()->set_publication_generation(1);
+    req.add_allowed_hosts(kHostA);
+    v1::ApplyExportResponse resp;
+    auto st = stub_->ApplyExport(&ctx, req, &resp);
+    if (st.ok()) {
+      EXPECT_EQ(resp.export_().spec().auth(), "chap");
+      EXPECT_EQ(resp.export_().spec().auth_digest(), digest);
+    }
+    EXPECT_EQ(st.error_message().find(key.substr(10, 20)), std::string::npos);
+    return st;
+  };
+  std::string host_key = tmp_.Sub("configfs/nvmet/hosts/") + kHostA + "/dhchap_key";
+  // No credentials yet and none given: refused, nothing admitted.
+  EXPECT_EQ(apply(digest, "").error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_FALSE(fs::exists(Subsys("allowed_hosts/") + kHostA));
+  // Credentials that do not match the digest: refused by field.
+  auto bad = apply(digest, "DHHC-1:00:SlVga3aBjJeirbjDztnk7/oFEBsmMTxHUl1oc36JlJ9Udcmo:");
+  EXPECT_EQ(bad.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(bad.error_message().find("authDigest"), std::string::npos) << bad.error_message();
+
+  auto ok = apply(digest, key);
+  ASSERT_TRUE(ok.ok()) << ok.error_message();
+  EXPECT_EQ(Slurp(host_key), key);
+  std::string kept = tmp_.Sub("state/credentials/demo:2fpvc-1.json");
+  ASSERT_TRUE(fs::exists(kept));
+  EXPECT_EQ(fs::status(kept).permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write);
+  EXPECT_EQ(fs::status(tmp_.Sub("state/credentials")).permissions() & fs::perms::all,
+            fs::perms::owner_all);
+  // Later applies (the reconciler after a controller restart) send only the digest.
+  ASSERT_TRUE(apply(digest, "").ok());
+  EXPECT_EQ(apply("sha256:00", "").error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+
+  // A reboot loses configfs; the restarted agent rebuilds the export, key
+  // included, from what it kept.
+  agent_->Stop();
+  fs::remove_all(tmp_.Sub("configfs/nvmet"));
+  ASSERT_TRUE(agent_->Start());
+  stub_ = agent_->Client();
+  auto rebuilt = apply(digest, "");
+  ASSERT_TRUE(rebuilt.ok()) << rebuilt.error_message();
+  EXPECT_EQ(Slurp(host_key), key);
+  EXPECT_TRUE(fs::is_symlink(Subsys("allowed_hosts/") + kHostA));
+  EXPECT_EQ(Slurp(tmp_.Sub("agent.log")).find(key.substr(10, 20)), std::string::npos);
+
+  // DeleteVolume drops them.
+  {
+    grpc::ClientContext ctx;
+    v1::UnexportVolumeRequest req;
+    req.set_agent_volume_id("demo/pvc-1");
+    req.set_protocol(v1::PROTOCOL_NVMEOF_TCP);
+    req.mutable_fence()->set_volume_uid(kUid);
+    req.mutable_fence()->set_publication_generation(2);
+    v1::UnexportVolumeResponse resp;
+    ASSERT_TRUE(stub_->UnexportVolume(&ctx, req, &resp).ok());
+  }
+  auto ds = Delete("demo/pvc-1");
+  ASSERT_TRUE(ds.ok()) << ds.error_message();
+  EXPECT_FALSE(fs::exists(kept));
 }
 
 }  // namespace
