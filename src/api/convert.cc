@@ -107,6 +107,9 @@ const Condition* FindCondition(const std::vector<Condition>& conditions, const s
 json ToJson(const ExportSpec& s) {
   json j = {{"bindAddress", s.bind_address}, {"port", s.port}, {"aclEnabled", s.acl_enabled}};
   if (s.in_capsule_data_size) j["inCapsuleDataSize"] = *s.in_capsule_data_size;
+  if (!s.auth.empty()) j["auth"] = s.auth;
+  if (!s.auth_digest.empty()) j["authDigest"] = s.auth_digest;
+  if (s.nfs_root_squash) j["nfsRootSquash"] = *s.nfs_root_squash;
   return j;
 }
 
@@ -123,6 +126,22 @@ StatusOr<ExportSpec> ExportSpecFromJson(const json& j) {
     ASSIGN_OR_RETURN(int64_t ics, Int(j, "inCapsuleDataSize", f));
     if (ics < 0) return InvalidArgument(f + ".inCapsuleDataSize must be >= 0");
     s.in_capsule_data_size = ics;
+  }
+  if (j.contains("auth") && !j["auth"].is_null()) {
+    ASSIGN_OR_RETURN(s.auth, Str(j, "auth", f));
+    if (!s.auth.empty() && s.auth != "none" && s.auth != "chap") {
+      return InvalidArgument(f + ".auth must be none or chap");
+    }
+  }
+  if (j.contains("authDigest") && !j["authDigest"].is_null()) {
+    ASSIGN_OR_RETURN(s.auth_digest, Str(j, "authDigest", f));
+  }
+  if (s.auth == "chap" && s.auth_digest.empty()) {
+    return InvalidArgument(f + ".authDigest is required with auth chap");
+  }
+  if (j.contains("nfsRootSquash") && !j["nfsRootSquash"].is_null()) {
+    ASSIGN_OR_RETURN(bool squash, Bool(j, "nfsRootSquash", f));
+    s.nfs_root_squash = squash;
   }
   return s;
 }

@@ -64,7 +64,10 @@ json VolumeSchema() {
   json export_spec = Obj({{"bindAddress", NonEmptyStr()},
                           {"port", Port()},
                           {"aclEnabled", Bool()},
-                          {"inCapsuleDataSize", Int64()}},
+                          {"inCapsuleDataSize", Int64()},
+                          {"auth", Enum({"", "none", "chap"})},
+                          {"authDigest", Str()},
+                          {"nfsRootSquash", Bool()}},
                          {"bindAddress", "port", "aclEnabled"});
   json export_info =
       Obj({{"targetID", Str()}, {"address", Str()}, {"port", Port()}, {"volumeRef", Str()}});

@@ -54,6 +54,14 @@ struct ExportSpec {
   int64_t port = 0;
   bool acl_enabled = true;
   std::optional<int64_t> in_capsule_data_size;
+  // In-band authentication: "none" (also when empty) or "chap"; with chap,
+  // auth_digest is the CredentialsDigest of the volume's secret (never the
+  // secret itself, which only the agent keeps).
+  std::string auth;
+  std::string auth_digest;
+  // NFS: absent means root_squash (volumes recorded before the field existed
+  // get the safe default); false only from nfsRootSquash: "false".
+  std::optional<bool> nfs_root_squash;
 
   bool operator==(const ExportSpec&) const = default;
 };

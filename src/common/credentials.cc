@@ -197,4 +197,14 @@ std::string CredentialsDigest(const std::string& agent_volume_id, const Credenti
   return out;
 }
 
+std::string RedactSecrets(std::string text, const Credentials& c) {
+  for (const std::string* secret : {&c.secret, &c.mutual_secret}) {
+    if (secret->empty()) continue;
+    for (size_t at = text.find(*secret); at != std::string::npos; at = text.find(*secret, at)) {
+      text.replace(at, secret->size(), "<secret>");
+    }
+  }
+  return text;
+}
+
 }  // namespace pillar

@@ -57,6 +57,10 @@ StatusOr<Credentials> CredentialsFromSecrets(Protocol protocol,
 // Checks credentials the agent received or loaded (same rules as above).
 Status ValidateCredentials(Protocol protocol, const Credentials& c, const std::string& field);
 
+// `text` with every secret of `c` replaced by "<secret>": for messages of
+// commands that carried one in their argv (a timeout names the command).
+std::string RedactSecrets(std::string text, const Credentials& c);
+
 // "sha256:<hex>" of the credentials salted with the agent volume id, so equal
 // secrets of two volumes give different digests. What the controller records.
 std::string CredentialsDigest(const std::string& agent_volume_id, const Credentials& c);

@@ -2,6 +2,7 @@
 
 #include <openssl/sha.h>
 
+#include "common/credentials.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
 #include "common/protocol_proto.h"
@@ -31,6 +32,8 @@ void FillContext(const api::VolumeState& v, google::protobuf::Map<std::string, s
   (*ctx)["protocol"] = ProtocolName(v.spec.protocol);
   (*ctx)["agentVolumeID"] = v.spec.agent_volume_id;
   if (!v.spec.fs_type.empty()) (*ctx)["fsType"] = v.spec.fs_type;
+  // The node plugin then requires its NodeStage secrets.
+  if (v.status.export_spec && v.status.export_spec->auth == kAuthChap) (*ctx)["auth"] = kAuthChap;
   if (v.status.export_info) {
     (*ctx)["targetID"] = v.status.export_info->target_id;
     (*ctx)["address"] = v.status.export_info->address;
@@ -90,8 +93,9 @@ StatusOr<CreateParams> ParseCreateParameters(
   };
   for (const auto& [k, v] : p) {
     static const std::set<std::string> kKnown = {
-        "agent",       "pool",   "protocol",          "acl",   "port",
-        "bindAddress", "fsType", "inCapsuleDataSize", "import"};
+        "agent",  "pool",        "protocol",     "acl",
+        "port",   "bindAddress", "fsType",       "inCapsuleDataSize",
+        "import", "auth",        "nfsRootSquash"};
     if (kKnown.count(k) == 0 && k.rfind("backend.", 0) != 0 &&
         k.rfind("csi.storage.k8s.io/", 0) != 0) {
       return InvalidArgument("parameters." + k + " is not a pillar parameter");
@@ -143,6 +147,29 @@ StatusOr<CreateParams> ParseCreateParameters(
       return InvalidArgument("parameters.inCapsuleDataSize \"" + ics + "\" is not a byte count");
     }
     out.in_capsule_data_size = std::stoll(ics);
+  }
+  ASSIGN_OR_RETURN(out.auth, ParseAuthMethod("parameters.auth", get("auth")));
+  if (out.auth == kAuthChap) {
+    if (out.protocol == Protocol::kNfs) {
+      return InvalidArgument(
+          "parameters.auth: chap applies to nvmeof-tcp and iscsi (nfs has no in-band "
+          "authentication here; sec=krb5 is not supported)");
+    }
+    if (!out.acl_enabled) {
+      return InvalidArgument(
+          "parameters.auth: chap needs parameters.acl true (the targets authenticate listed "
+          "hosts only)");
+    }
+  }
+  std::string squash = get("nfsRootSquash");
+  if (!squash.empty()) {
+    if (out.protocol != Protocol::kNfs) {
+      return InvalidArgument("parameters.nfsRootSquash applies to nfs only");
+    }
+    if (squash != "true" && squash != "false") {
+      return InvalidArgument("parameters.nfsRootSquash \"" + squash + "\" must be true or false");
+    }
+    out.nfs_root_squash = squash == "true";
   }
   return out;
 }
@@ -304,6 +331,10 @@ StatusOr<CreatePlan> ParseCreateRequest(const csi::v1::CreateVolumeRequest& req)
   if (plan.access_type == "mount" && params.protocol != Protocol::kNfs && params.fs_type.empty()) {
     params.fs_type = "ext4";
   }
+  if (params.auth == kAuthChap) {
+    std::map<std::string, std::string> secrets(req.secrets().begin(), req.secrets().end());
+    ASSIGN_OR_RETURN(plan.credentials, CredentialsFromSecrets(params.protocol, secrets, "secrets"));
+  }
   ASSIGN_OR_RETURN(plan.size_bytes, PickSize(req.capacity_range()));
   for (const auto& [k, v] : req.parameters()) plan.recorded_parameters[k] = v;
   plan.volume_id = VolumeIdForName(req.name());
@@ -341,6 +372,14 @@ Status CsiController::DoCreate(const csi::v1::CreateVolumeRequest& req, csi::v1:
   first_status.export_spec =
       api::ExportSpec{params.bind_address.empty() ? agent_rec.address : params.bind_address,
                       params.port, params.acl_enabled, params.in_capsule_data_size};
+  if (params.auth == kAuthChap) {
+    first_status.export_spec->auth = kAuthChap;
+    first_status.export_spec->auth_digest =
+        CredentialsDigest(spec.agent_volume_id, plan.credentials);
+  }
+  if (params.protocol == Protocol::kNfs) {
+    first_status.export_spec->nfs_root_squash = params.nfs_root_squash;
+  }
   RETURN_IF_ERROR(validate::IpAddress("bindAddress (PillarAgent address)",
                                       first_status.export_spec->bind_address));
 
@@ -377,6 +416,10 @@ Status CsiController::DoCreate(const csi::v1::CreateVolumeRequest& req, csi::v1:
     if (have.status.deleting || have.meta.deletion_timestamp) {
       return Aborted("volume " + volume_id + " is being deleted");
     }
+    if (params.auth == kAuthChap && have.status.export_spec &&
+        have.status.export_spec->auth_digest != first_status.export_spec->auth_digest) {
+      return AlreadyExists("volume " + volume_id + " exists with other auth credentials");
+    }
     obj = *existing;
     spec = have.spec;
   } else if (existing.status().code() == Code::kNotFound) {
@@ -406,6 +449,7 @@ Status CsiController::DoCreate(const csi::v1::CreateVolumeRequest& req, csi::v1:
                      s.capacity_bytes = actual_size;
                      return Status::Ok();
                    }));
+  if (params.auth == kAuthChap) reconciler_.OfferCredentials(volume_id, plan.credentials);
   ASSIGN_OR_RETURN(ReconcileOutcome outcome, reconciler_.ReconcileNow(volume_id));
   if (outcome.condition.status != "True") {
     return Unavailable("volume " + volume_id + " was created but its export is not ready: " +
@@ -509,6 +553,7 @@ Status CsiController::DoPublish(const csi::v1::ControllerPublishVolumeRequest& r
                            " with readonly=" + (n.read_only ? "true" : "false"));
     }
   }
+  RETURN_IF_ERROR(OfferPublishSecrets(v, req.secrets()));
   bool single = IsSingleNode(req.volume_capability().access_mode().mode());
   ASSIGN_OR_RETURN(store::Object written, MutateStatus(req.volume_id(), [&](api::VolumeStatus& s) {
                      bool present = false;
@@ -549,6 +594,24 @@ Status CsiController::DoPublish(const csi::v1::ControllerPublishVolumeRequest& r
   log::Info("volume published", {{"volume", req.volume_id()},
                                  {"node", req.node_id()},
                                  {"generation", cur.status.publication_generation}});
+  return Status::Ok();
+}
+
+// ControllerPublish secrets (csi.storage.k8s.io/controller-publish-secret-*)
+// give the agent an auth=chap volume's credentials again, e.g. after its
+// state directory was lost; optional, but when given they must match.
+Status CsiController::OfferPublishSecrets(
+    const api::VolumeState& v, const google::protobuf::Map<std::string, std::string>& secrets) {
+  if (secrets.empty() || !v.status.export_spec || v.status.export_spec->auth != kAuthChap) {
+    return Status::Ok();
+  }
+  std::map<std::string, std::string> m(secrets.begin(), secrets.end());
+  ASSIGN_OR_RETURN(Credentials c, CredentialsFromSecrets(v.spec.protocol, m, "secrets"));
+  if (CredentialsDigest(v.spec.agent_volume_id, c) != v.status.export_spec->auth_digest) {
+    return InvalidArgument("secrets: the credentials differ from those volume " + v.meta.name +
+                           " was created with (its recorded authDigest)");
+  }
+  reconciler_.OfferCredentials(v.meta.name, std::move(c));
   return Status::Ok();
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "common/clock.h"
+#include "common/credentials.h"
 #include "controller/agent_client.h"
 #include "controller/leader.h"
 #include "controller/reconciler.h"
@@ -69,6 +70,8 @@ class CsiController final : public csi::v1::Controller::Service {
  private:
   Status DoCreate(const csi::v1::CreateVolumeRequest& req, csi::v1::Volume* out);
   Status DoDelete(const std::string& volume_id);
+  Status OfferPublishSecrets(const api::VolumeState& v,
+                             const google::protobuf::Map<std::string, std::string>& secrets);
   Status DoPublish(const csi::v1::ControllerPublishVolumeRequest& req,
                    csi::v1::ControllerPublishVolumeResponse* resp);
   Status DoUnpublish(const std::string& volume_id, const std::string& node_id);
@@ -104,6 +107,8 @@ struct CreateParams {
   // parameters.import=true: adopt existing, unmarked storage of the volume's
   // name on the agent instead of creating it (recorded in spec.parameters).
   bool import_existing = false;
+  std::string auth = kAuthNone;         // parameters.auth
+  std::optional<bool> nfs_root_squash;  // parameters.nfsRootSquash (absent: true)
 };
 StatusOr<CreateParams> ParseCreateParameters(
     const google::protobuf::Map<std::string, std::string>& p);
@@ -126,6 +131,7 @@ struct CreatePlan {
   std::string volume_id;  // VolumeIdForName(request name)
   CreateParams params;
   std::string access_type;  // "block" or "mount"
+  Credentials credentials;  // from the request's secrets when parameters.auth is chap
   int64_t size_bytes = 0;
   nlohmann::json recorded_parameters = nlohmann::json::object();
 };

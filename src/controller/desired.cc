@@ -27,6 +27,9 @@ bool SameAddress(const std::string& a, const std::string& b) {
   return false;
 }
 
+// Volumes recorded without nfsRootSquash get the safe default.
+bool RootSquash(const api::ExportSpec& spec) { return spec.nfs_root_squash.value_or(true); }
+
 }  // namespace
 
 StatusOr<DesiredExport> ComputeDesired(const api::VolumeState& volume, const NodeLookup& nodes) {
@@ -100,6 +103,26 @@ std::vector<std::string> Diff(const DesiredExport& want, const av1::Export* actu
                   ", want " + std::to_string(*want.spec.in_capsule_data_size));
   }
   if (!actual->enabled()) out.push_back("export is disabled");
+  // Authentication and squashing are properties of the admitted hosts: with
+  // nobody admitted there is nothing to compare.
+  bool admits = !spec.acl_enabled() || actual->allowed_hosts_size() > 0;
+  if (admits && want.spec.auth == kAuthChap) {
+    if (spec.auth() != kAuthChap) {
+      out.push_back("auth is " + (spec.auth().empty() ? std::string(kAuthNone) : spec.auth()) +
+                    ", want chap");
+    } else if (spec.auth_digest() != want.spec.auth_digest) {
+      out.push_back("the hosts' credentials differ from the recorded authDigest");
+    }
+  }
+  if (admits && want.protocol == Protocol::kIscsi && want.spec.auth != kAuthChap &&
+      spec.auth() == kAuthChap) {
+    out.push_back("auth is chap, want none");  // initiators without CHAP are refused
+  }
+  if (admits && want.protocol == Protocol::kNfs &&
+      spec.nfs_no_root_squash() == RootSquash(want.spec)) {
+    out.push_back(std::string("nfsRootSquash is ") + (RootSquash(want.spec) ? "false" : "true") +
+                  ", want " + (RootSquash(want.spec) ? "true" : "false"));
+  }
   if (want.spec.acl_enabled) {
     std::set<std::string> have(actual->allowed_hosts().begin(), actual->allowed_hosts().end());
     std::set<std::string> need(want.hosts.begin(), want.hosts.end());
@@ -126,8 +149,8 @@ const char* ReasonForAgentError(const Status& s) {
   return api::kReasonReconcileFailed;
 }
 
-av1::ApplyExportRequest MakeApplyRequest(const api::VolumeState& volume,
-                                         const DesiredExport& want) {
+av1::ApplyExportRequest MakeApplyRequest(const api::VolumeState& volume, const DesiredExport& want,
+                                         const Credentials* credentials) {
   av1::ApplyExportRequest req;
   req.set_agent_volume_id(volume.spec.agent_volume_id);
   req.set_protocol(ToProto(want.protocol));
@@ -137,6 +160,18 @@ av1::ApplyExportRequest MakeApplyRequest(const api::VolumeState& volume,
   spec->set_acl_enabled(want.spec.acl_enabled);
   if (want.spec.in_capsule_data_size) {
     spec->set_in_capsule_data_size(static_cast<int32_t>(*want.spec.in_capsule_data_size));
+  }
+  if (want.spec.auth == kAuthChap) {
+    spec->set_auth(kAuthChap);
+    spec->set_auth_digest(want.spec.auth_digest);
+  }
+  if (want.protocol == Protocol::kNfs) spec->set_nfs_no_root_squash(!RootSquash(want.spec));
+  if (credentials != nullptr) {
+    auto* c = req.mutable_credentials();
+    c->set_username(credentials->username);
+    c->set_secret(credentials->secret);
+    c->set_mutual_username(credentials->mutual_username);
+    c->set_mutual_secret(credentials->mutual_secret);
   }
   req.mutable_fence()->set_volume_uid(volume.meta.uid);
   req.mutable_fence()->set_publication_generation(volume.status.publication_generation);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "api/types.h"
+#include "common/credentials.h"
 #include "common/protocol.h"
 #include "pillar/agent/v1/agent.pb.h"
 
@@ -40,7 +41,9 @@ bool FenceBehind(const api::VolumeState& volume, const pillar::agent::v1::Export
 // agent (AgentUnavailable), anything else ReconcileFailed.
 const char* ReasonForAgentError(const Status& s);
 
+// `credentials`, when given, travel in the request's secret field.
 pillar::agent::v1::ApplyExportRequest MakeApplyRequest(const api::VolumeState& volume,
-                                                       const DesiredExport& want);
+                                                       const DesiredExport& want,
+                                                       const Credentials* credentials = nullptr);
 
 }  // namespace pillar::controller

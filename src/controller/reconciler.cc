@@ -296,6 +296,11 @@ StatusOr<bool> ExportReconciler::WriteOutcome(const store::Object& obj, const ap
   return true;
 }
 
+void ExportReconciler::OfferCredentials(const std::string& volume, Credentials credentials) {
+  std::lock_guard<std::mutex> lock(credentials_mu_);
+  credentials_[volume] = std::move(credentials);
+}
+
 StatusOr<ReconcileOutcome> ExportReconciler::ReconcileNow(const std::string& volume) {
   return Reconcile(volume, std::nullopt, true);
 }
@@ -387,9 +392,24 @@ bool ExportReconciler::Converge(const store::Object& obj, const SeenExport& seen
 
   // Apply only when something differs or the agent's fence is behind.
   if (!out.drift.empty() || FenceBehind(v, *actual ? &**actual : nullptr)) {
+    std::optional<Credentials> offered;
+    if (want.spec.auth == kAuthChap) {
+      std::lock_guard<std::mutex> lock(credentials_mu_);
+      auto it = credentials_.find(v.meta.name);
+      if (it != credentials_.end() &&
+          CredentialsDigest(v.spec.agent_volume_id, it->second) == want.spec.auth_digest) {
+        offered = it->second;
+      }
+    }
     AcquireAgent(v.spec.agent_ref);
-    auto applied = agent->client->ApplyExport(MakeApplyRequest(v, want));
+    auto applied =
+        agent->client->ApplyExport(MakeApplyRequest(v, want, offered ? &*offered : nullptr));
     ReleaseAgent(v.spec.agent_ref);
+    if (applied.ok() && offered) {
+      // The agent holds them now (it stores before it applies).
+      std::lock_guard<std::mutex> lock(credentials_mu_);
+      credentials_.erase(v.meta.name);
+    }
     if (!applied.ok()) {
       return fail(ReasonForAgentError(applied.status()), applied.status().message());
     }

@@ -84,6 +84,12 @@ class ExportReconciler {
 
   void EnqueueVolume(const std::string& volume);
 
+  // An auth=chap volume's credentials, from CreateVolume / ControllerPublish
+  // secrets: held in memory only, sent with the next apply whose recorded
+  // digest they match, and dropped once the agent reports that digest (the
+  // agent keeps its own copy; the store only ever holds the digest).
+  void OfferCredentials(const std::string& volume, Credentials credentials);
+
   // Every object of `kind`, sorted by name: from the watch-fed cache every
   // read of a resync is served from once started, from the store before.
   // The CSI controller lists through it too.
@@ -149,6 +155,9 @@ class ExportReconciler {
   std::map<std::string, decltype(store::Object::resource_version)> own_writes_;
   std::map<std::string, int> inflight_;
   std::condition_variable inflight_cv_;
+
+  std::mutex credentials_mu_;
+  std::map<std::string, Credentials> credentials_;  // volume -> offered, not yet on the agent
 
   std::mutex volume_mu_;  // serializes reconciles of the same volume
   std::map<std::string, std::shared_ptr<std::mutex>> volume_locks_;

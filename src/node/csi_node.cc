@@ -102,6 +102,7 @@ grpc::Status CsiNode::NodeStageVolume(grpc::ServerContext*,
     s.mount_flags = cap.mount_flags;
     s.context = Merge(req->volume_context(), req->publish_context());
     s.read_only = cap.read_only_mode || s.context["readonly"] == "true";
+    s.secrets.insert(req->secrets().begin(), req->secrets().end());
     return core_.Stage(s);
   };
   return Reply(run(), "NodeStageVolume", req->volume_id());

@@ -4,7 +4,9 @@
 #include <charconv>
 #include <cstring>
 
+#include "common/credentials.h"
 #include "common/log.h"
+#include "common/protocol.h"
 #include "common/validate.h"
 #include "node/attach/sysfs_util.h"
 #include "node/mountinfo.h"
@@ -125,6 +127,13 @@ Status NodeCore::Stage(const StageRequest& req) {
   RETURN_IF_ERROR(ValidateCleanPath("staging_target_path", req.staging_path));
   RETURN_IF_ERROR(ValidateMountOptions(req.mount_flags));
   ASSIGN_OR_RETURN(RemoteTarget t, ParseTarget(req.context));
+  if (std::string auth = Get(req.context, "auth"); !auth.empty()) {
+    ASSIGN_OR_RETURN(auth, ParseAuthMethod("volume context auth", auth));
+    if (auth == kAuthChap) {
+      ASSIGN_OR_RETURN(Protocol protocol, ParseProtocol("volume context protocol", t.protocol));
+      ASSIGN_OR_RETURN(t.credentials, CredentialsFromSecrets(protocol, req.secrets, "secrets"));
+    }
+  }
   if (t.protocol == "nfs" && req.block) {
     return InvalidArgument("volume_capability: block access is not possible over nfs");
   }

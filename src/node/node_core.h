@@ -34,6 +34,9 @@ struct StageRequest {
   std::vector<std::string> mount_flags;
   bool read_only = false;  // reader-only access mode or readonly=true
   Context context;
+  // NodeStage secrets (csi.storage.k8s.io/node-stage-secret-*): required when
+  // the context says auth=chap, ignored otherwise. Never logged or recorded.
+  std::map<std::string, std::string> secrets;
 };
 
 struct PublishRequest {

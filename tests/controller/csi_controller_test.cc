@@ -8,6 +8,7 @@
 #include <atomic>
 #include <set>
 
+#include "common/credentials.h"
 #include "controller/controller_fixture.h"
 #include "controller/leader.h"
 
@@ -409,6 +410,102 @@ TEST_F(CsiControllerTest, RepublishToTheSameNodeWithAnotherReadonlyFlagIsAlready
   api::VolumeState v = Volume("pvc-1");
   ASSERT_EQ(v.status.published_nodes.size(), 1u);
   EXPECT_TRUE(v.status.published_nodes[0].read_only);
+}
+
+// --- In-band authentication (issue 11) ----------------------------------------
+
+TEST_F(CsiControllerTest, ChapRecordsOnlyADigestAndHandsTheKeyToTheAgentOnce) {
+  const std::string key = "DHHC-1:00:JTA7RlFcZ3J9iJOeqbS/ytXg6/YBDBciLThDTllkb3qr02o2:";
+  const std::string other = "DHHC-1:00:SlVga3aBjJeirbjDztnk7/oFEBsmMTxHUl1oc36JlJ9Udcmo:";
+  RegisterNode("node-a");
+  csi::v1::CreateVolumeRequest req;
+  req.set_name("pvc-auth");
+  *req.add_volume_capabilities() = Capability();
+  (*req.mutable_parameters())["agent"] = kAgentRef;
+  (*req.mutable_parameters())["pool"] = "tank";
+  (*req.mutable_parameters())["protocol"] = "nvmeof-tcp";
+  (*req.mutable_parameters())["auth"] = "chap";
+  csi::v1::CreateVolumeResponse resp;
+
+  // No secret: refused by field, nothing recorded.
+  grpc::Status s = csi_->CreateVolume(nullptr, &req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("secrets.dhchapKey"), std::string::npos) << s.error_message();
+  EXPECT_FALSE(store_->Get(api::kKindVolume, "pvc-auth").ok());
+  (*req.mutable_secrets())["dhchapKey"] = "DHHC-1:00:bm90LWEta2V5:";
+  s = csi_->CreateVolume(nullptr, &req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message().find("bm90LWEta2V5"), std::string::npos) << "no secret in errors";
+
+  (*req.mutable_secrets())["dhchapKey"] = key;
+  s = csi_->CreateVolume(nullptr, &req, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(resp.volume().volume_context().at("auth"), "chap");
+  auto obj = Get(api::kKindVolume, "pvc-auth");
+  EXPECT_EQ(obj.status.dump().find(key.substr(10, 20)), std::string::npos) << obj.status.dump();
+  EXPECT_EQ(obj.spec.dump().find(key.substr(10, 20)), std::string::npos);
+  auto v = Volume("pvc-auth");
+  ASSERT_TRUE(v.status.export_spec);
+  EXPECT_EQ(v.status.export_spec->auth, "chap");
+  EXPECT_EQ(v.status.export_spec->auth_digest,
+            CredentialsDigest("tank/pvc-auth", {"", key, "", ""}));
+  auto applies = agent_->Applies();
+  ASSERT_FALSE(applies.empty());
+  EXPECT_EQ(applies.back().credentials().secret(), key);
+  EXPECT_EQ(applies.back().spec().auth(), "chap");
+  EXPECT_EQ(applies.back().spec().auth_digest(), v.status.export_spec->auth_digest);
+
+  // Later applies carry the digest only: the agent keeps the key.
+  ASSERT_TRUE(Publish("pvc-auth", "node-a").ok());
+  applies = agent_->Applies();
+  EXPECT_FALSE(applies.back().has_credentials());
+  EXPECT_EQ(applies.back().spec().auth_digest(), v.status.export_spec->auth_digest);
+
+  // ControllerPublish secrets, when given, must be the same key; they are
+  // handed over again (an agent that lost its state directory).
+  RegisterNode("node-b");
+  csi::v1::ControllerPublishVolumeRequest pub;
+  pub.set_volume_id("pvc-auth");
+  pub.set_node_id("node-b");
+  *pub.mutable_volume_capability() = Capability();
+  pub.mutable_volume_capability()->mutable_access_mode()->set_mode(
+      csi::v1::VolumeCapability::AccessMode::MULTI_NODE_MULTI_WRITER);
+  (*pub.mutable_secrets())["dhchapKey"] = other;
+  csi::v1::ControllerPublishVolumeResponse presp;
+  s = csi_->ControllerPublishVolume(nullptr, &pub, &presp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("secrets"), std::string::npos);
+  (*pub.mutable_secrets())["dhchapKey"] = key;
+  s = csi_->ControllerPublishVolume(nullptr, &pub, &presp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(agent_->Applies().back().credentials().secret(), key);
+
+  // A retried create with another key is another volume's request.
+  (*req.mutable_secrets())["dhchapKey"] = other;
+  EXPECT_EQ(csi_->CreateVolume(nullptr, &req, &resp).error_code(),
+            grpc::StatusCode::ALREADY_EXISTS);
+}
+
+TEST_F(CsiControllerTest, NfsRecordsRootSquashUnlessOptedOut) {
+  for (const auto& [name, squash] : std::vector<std::pair<std::string, std::string>>{
+           {"nfs-default", ""}, {"nfs-open", "false"}}) {
+    csi::v1::CreateVolumeRequest req;
+    req.set_name(name);
+    *req.add_volume_capabilities() = Capability(false);
+    req.mutable_volume_capabilities(0)->mutable_access_mode()->set_mode(
+        csi::v1::VolumeCapability::AccessMode::MULTI_NODE_MULTI_WRITER);
+    (*req.mutable_parameters())["agent"] = kAgentRef;
+    (*req.mutable_parameters())["pool"] = "tank";
+    (*req.mutable_parameters())["protocol"] = "nfs";
+    if (!squash.empty()) (*req.mutable_parameters())["nfsRootSquash"] = squash;
+    csi::v1::CreateVolumeResponse resp;
+    grpc::Status s = csi_->CreateVolume(nullptr, &req, &resp);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    auto v = Volume(name);
+    ASSERT_TRUE(v.status.export_spec);
+    EXPECT_EQ(agent_->Applies().back().spec().nfs_no_root_squash(), squash == "false") << name;
+    EXPECT_EQ(v.status.export_spec->nfs_root_squash.value_or(true), squash != "false") << name;
+  }
 }
 
 // --- ValidateVolumeCapabilities ---------------------------------------------

@@ -334,6 +334,56 @@ TEST(CreateParametersTest, ValidatesEveryParameterByName) {
   bad("fsType", "btrfs", "parameters.fsType");
   bad("aclEnabled", "true", "parameters.aclEnabled");
   bad("agent", "Bad_Agent", "parameters.agent");
+  bad("auth", "krb5", "parameters.auth");
+  bad("auth", "CHAP", "parameters.auth");
+  bad("nfsRootSquash", "false", "parameters.nfsRootSquash");  // nvmeof-tcp
+  auto chap = p;
+  chap["auth"] = "chap";
+  ASSERT_TRUE(ParseCreateParameters(chap).ok());
+  EXPECT_EQ(ParseCreateParameters(chap)->auth, "chap");
+  chap["acl"] = "false";
+  EXPECT_EQ(ParseCreateParameters(chap).status().code(), Code::kInvalidArgument);
+  auto nfs = p;
+  nfs["protocol"] = "nfs";
+  nfs["auth"] = "chap";
+  EXPECT_EQ(ParseCreateParameters(nfs).status().code(), Code::kInvalidArgument);
+  nfs.erase("auth");
+  nfs["nfsRootSquash"] = "no";
+  EXPECT_EQ(ParseCreateParameters(nfs).status().code(), Code::kInvalidArgument);
+  nfs["nfsRootSquash"] = "false";
+  ASSERT_TRUE(ParseCreateParameters(nfs).ok());
+  EXPECT_EQ(ParseCreateParameters(nfs)->nfs_root_squash, false);
+}
+
+TEST_F(ReconcilerDiffTest, AuthAndRootSquashAreComparedOnAdmittedHosts) {
+  DesiredExport want = Want();
+  want.spec.auth = "chap";
+  want.spec.auth_digest = "sha256:aa";
+  auto have = Have(want);
+  have.mutable_spec()->set_auth("chap");
+  have.mutable_spec()->set_auth_digest("sha256:aa");
+  EXPECT_TRUE(Diff(want, &have).empty());
+  have.mutable_spec()->set_auth_digest("sha256:bb");
+  EXPECT_EQ(Diff(want, &have), Lines{"the hosts' credentials differ from the recorded authDigest"});
+  have.mutable_spec()->set_auth("none");
+  EXPECT_EQ(Diff(want, &have), Lines{"auth is none, want chap"});
+  have.clear_allowed_hosts();  // nobody admitted: nothing to authenticate
+  want.hosts.clear();
+  EXPECT_TRUE(Diff(want, &have).empty());
+
+  DesiredExport nfs;
+  nfs.protocol = Protocol::kNfs;
+  nfs.spec = {"10.0.0.5", 2049, true, std::nullopt};
+  nfs.hosts = {"10.0.1.1"};
+  auto served = Have(nfs);
+  EXPECT_TRUE(Diff(nfs, &served).empty()) << "absent nfsRootSquash means root_squash";
+  served.mutable_spec()->set_nfs_no_root_squash(true);
+  EXPECT_EQ(Diff(nfs, &served), Lines{"nfsRootSquash is false, want true"});
+  nfs.spec.nfs_root_squash = false;
+  EXPECT_TRUE(Diff(nfs, &served).empty());
+  auto req = MakeApplyRequest(Volume(Protocol::kNfs, true), nfs);
+  EXPECT_TRUE(req.spec().nfs_no_root_squash());
+  EXPECT_FALSE(req.has_credentials());
 }
 
 }  // namespace

@@ -7,7 +7,7 @@
 # IP change); only processes are restarted, never a guest.
 #
 #   tests/e2e/scenarios.sh                 # all; exit != 0 on any FAIL
-#   E2E_ONLY="s1 s3" tests/e2e/scenarios.sh     # a subset (s1 .. s7; an unknown id is an error)
+#   E2E_ONLY="s1 s3" tests/e2e/scenarios.sh     # a subset (s1 .. s8; an unknown id is an error)
 #   PILLAR_E2E_SKIP_BUILD=1 ...                 # use the binaries as built
 #
 # Each scenario prints PASS/FAIL, then a timing table and the closing line
@@ -42,7 +42,7 @@ NODE_SOCK=unix:///run/pillar/node.sock
 STORE=/var/lib/pillar-csi/controller/store.db
 POOL_DIR=/var/lib/pillar-e2e/pool
 VG=pillarvg
-SCENARIOS="s1 s2 s3 s4 s5 s6 s7"
+SCENARIOS="s1 s2 s3 s4 s5 s6 s7 s8"
 ONLY="${E2E_ONLY:-$SCENARIOS}"
 PASSED=0
 FAILED=0
@@ -730,6 +730,119 @@ s7() {
   delete s7-nvme
 }
 
+# 8. In-band authentication (issue 11). iSCSI CHAP: an initiator with the
+#    right IQN but the wrong password is refused, the right one logs in and
+#    reads back what it wrote; the key is kept by the agent in a 0600 file
+#    and in no log. NVMe-oF DH-HMAC-CHAP: this kernel has no nvmet auth
+#    (CONFIG_NVME_TARGET_AUTH unset), so publishing refuses the host rather
+#    than admitting it on its NQN alone. NFS: root_squash by default,
+#    no_root_squash only with nfsRootSquash=false.
+S8_PASSWORD=s8-Chap-Secret-4711
+s8_create() { # VOL PROTO KIND POOL PARAMS_JSON SECRETS_JSON
+  local vol="$1" cap req resp
+  cap="$(cap_json "$3")"
+  req="$(jq -cn --arg n "$vol" --arg p "$2" --arg pool "$4" --argjson cap "$cap" \
+    --arg ip "$STORAGE_IP" --argjson extra "$5" --argjson secrets "$6" \
+    '{name:$n, capacityRange:{requiredBytes:"67108864"}, volumeCapabilities:[$cap],
+      parameters:({agent:"storage-1", pool:$pool, protocol:$p, bindAddress:$ip} + $extra),
+      secrets:$secrets}')"
+  resp="$(ctl CreateVolume "$req")" || fail "CreateVolume $vol"
+  V_CAP[$vol]="$cap"
+  V_CTX[$vol]="$(jq -c '.volume.volumeContext' <<<"$resp")"
+  step "created $vol: $(jq -c . <<<"${V_CTX[$vol]}")"
+}
+s8_publish() { # VOL GUEST: ControllerPublish only; prints the response
+  ctl ControllerPublishVolume "$(jq -cn --arg v "$1" --arg n "$2" --argjson cap "${V_CAP[$1]}" \
+    --argjson vc "${V_CTX[$1]}" '{volumeId:$v, nodeId:$n, volumeCapability:$cap, volumeContext:$vc}')"
+}
+s8_stage() { # VOL GUEST SECRETS_JSON
+  node_csi "$2" NodeStageVolume "$(jq -cn --arg v "$1" --arg s "$(staging "$1")" \
+    --argjson cap "${V_CAP[$1]}" --argjson vc "${V_CTX[$1]}" --argjson pc "${P_CTX[$1:$2]}" \
+    --argjson secrets "$3" \
+    '{volumeId:$v, publishContext:$pc, stagingTargetPath:$s, volumeCapability:$cap,
+      volumeContext:$vc, secrets:$secrets}')"
+}
+s8() {
+  local good bad resp w r out out2
+  good="$(jq -cn --arg p "$S8_PASSWORD" '{chapUsername:"consumer", chapPassword:$p}')"
+  bad='{"chapUsername":"consumer","chapPassword":"not-the-password"}'
+
+  # iSCSI CHAP.
+  s8_create s8-chap iscsi block demo '{"auth":"chap"}' "$good"
+  [[ "$(vctx s8-chap auth)" == chap ]] || fail "volume context lacks auth=chap"
+  resp="$(s8_publish s8-chap consumer-a)" || fail "ControllerPublishVolume s8-chap"
+  P_CTX[s8-chap:consumer-a]="$(jq -c '.publishContext' <<<"$resp")"
+  local tpg
+  tpg="/sys/kernel/config/target/iscsi/$(vctx s8-chap targetID)/tpgt_1"
+  [[ "$(vm_exec storage cat "$tpg/attrib/authentication")" == 1 ]] || fail "LIO authentication is not 1"
+  step "LIO enforces CHAP (authentication=1) on the target"
+  if out="$(s8_stage s8-chap consumer-a "$bad" 2>&1)"; then
+    fail "NodeStage with the wrong CHAP password succeeded"
+  fi
+  out2="$(vm_sh consumer-a 'iscsiadm -m session 2>/dev/null || true')"
+  [[ "$out2" != *"$(vctx s8-chap targetID)"* ]] || fail "a session exists after the wrong password"
+  step "right IQN, wrong password: refused ($(tr '\n' ' ' <<<"$out" | cut -c1-160))"
+  if out="$(s8_stage s8-chap consumer-a '{}' 2>&1)"; then fail "NodeStage without secrets succeeded"; fi
+  [[ "$out" == *secrets.chapUsername* ]] || fail "NodeStage without secrets: $out"
+  step "no secrets: refused naming secrets.chapUsername"
+  s8_stage s8-chap consumer-a "$good" >/dev/null || fail "NodeStage with the right CHAP password"
+  node_csi consumer-a NodePublishVolume "$(jq -cn --arg v s8-chap --arg s "$(staging s8-chap)" \
+    --arg t "$(target s8-chap)" --argjson cap "${V_CAP[s8-chap]}" --argjson vc "${V_CTX[s8-chap]}" \
+    --argjson pc "${P_CTX[s8-chap:consumer-a]}" \
+    '{volumeId:$v, publishContext:$pc, stagingTargetPath:$s, targetPath:$t, volumeCapability:$cap, volumeContext:$vc}')" \
+    >/dev/null || fail "NodePublishVolume s8-chap"
+  w="$(fill consumer-a "$(target s8-chap)" 4)"
+  r="$(sum storage "$(backing s8-chap)" 4)"
+  same "CHAP session data" "$w" "$r"
+  out="$(vm_exec storage stat -c '%a' "/var/lib/pillar-csi/agent/credentials/demo:2fs8-chap.json")"
+  [[ "$out" == 600 ]] || fail "agent credentials file mode $out"
+  step "agent keeps the credentials in a 0600 file"
+  if vm_exec storage grep -rlF "$S8_PASSWORD" /e2e/out /var/lib/pillar-csi/controller >/dev/null; then
+    fail "the CHAP password is in a log or in the store"
+  fi
+  if vm_exec consumer-a grep -rlF "$S8_PASSWORD" /e2e/out /var/lib/pillar-csi/node >/dev/null; then
+    fail "the CHAP password is in the node plugin's log or state"
+  fi
+  step "no log, store or stage record holds the password"
+  detach s8-chap consumer-a
+  delete s8-chap
+
+  # NVMe-oF DH-HMAC-CHAP on a kernel without nvmet auth.
+  local key nqn
+  key="$(vm_exec consumer-a nvme gen-dhchap-key -n "$(vm_hostnqn consumer-a)")" ||
+    fail "nvme gen-dhchap-key"
+  [[ "$key" == DHHC-1:00:*: ]] || fail "unexpected key format from nvme gen-dhchap-key: ${key:0:10}"
+  step "nvme gen-dhchap-key: ${key:0:10}... (format DHHC-1:00:<base64>:)"
+  s8_create s8-dhchap nvmeof-tcp block demo '{"auth":"chap"}' "$(jq -cn --arg k "$key" '{dhchapKey:$k}')"
+  if out="$(s8_publish s8-dhchap consumer-a 2>&1)"; then
+    fail "ControllerPublish of a DH-HMAC-CHAP volume succeeded on a kernel without nvmet auth"
+  fi
+  [[ "$out" == *CONFIG_NVME_TARGET_AUTH* ]] || fail "publish error does not name the kernel option: $out"
+  nqn="$(vctx s8-dhchap targetID)"
+  out="$(vm_exec storage ls "/sys/kernel/config/nvmet/subsystems/$nqn/allowed_hosts")"
+  [[ -z "$out" ]] || fail "host admitted without its key: $out"
+  step "nvmet without CONFIG_NVME_TARGET_AUTH: publish refused, nobody admitted"
+  ctl_unpublish s8-dhchap consumer-a || fail "ControllerUnpublish s8-dhchap"
+  delete s8-dhchap
+
+  # NFS root squashing.
+  create s8-nfs nfs nfs demo
+  create s8-nfs-open nfs nfs demo '"nfsRootSquash":"false"'
+  s8_publish s8-nfs consumer-a >/dev/null || fail "ControllerPublish s8-nfs"
+  s8_publish s8-nfs-open consumer-a >/dev/null || fail "ControllerPublish s8-nfs-open"
+  out="$(exports_of)"
+  local squash open_opts
+  squash="$(awk -v p="$(vctx s8-nfs targetID)" '$1 == p { getline; print } ' <<<"$out")$(grep -F "$(vctx s8-nfs targetID)" <<<"$out" || true)"
+  open_opts="$(awk -v p="$(vctx s8-nfs-open targetID)" '$1 == p { getline; print } ' <<<"$out")$(grep -F "$(vctx s8-nfs-open targetID)" <<<"$out" || true)"
+  [[ "$squash" == *"$A_IP("*",root_squash"* ]] || fail "default export is not root_squash: $squash"
+  [[ "$open_opts" == *no_root_squash* ]] || fail "opted-out export is not no_root_squash: $open_opts"
+  step "exportfs -v: default root_squash, nfsRootSquash=false no_root_squash"
+  ctl_unpublish s8-nfs consumer-a || fail "unpublish s8-nfs"
+  ctl_unpublish s8-nfs-open consumer-a || fail "unpublish s8-nfs-open"
+  delete s8-nfs
+  delete s8-nfs-open
+}
+
 # ------------------------------------------------------------------ main
 
 # E2E_ONLY must name scenarios that exist: a typo is an error, not "0 passed".
@@ -764,6 +877,16 @@ on_exit() {
   exit "$rc"
 }
 
+# Scenarios that use consumer-a only; a run of just these boots two guests.
+ONE_CONSUMER="s8"
+needs_consumer_b() {
+  local id
+  for id in $ONLY; do
+    [[ " $ONE_CONSUMER " == *" $id "* ]] || return 0
+  done
+  return 1
+}
+
 main() {
   local t0
   check_only
@@ -785,11 +908,11 @@ main() {
   t0=$(e2e__now)
   vm_start storage --ip "$STORAGE_IP/24" --disk 1G
   vm_start consumer-a --ip "$A_IP/24"
-  vm_start consumer-b --ip "$B_IP/24"
+  if needs_consumer_b; then vm_start consumer-b --ip "$B_IP/24"; fi
   vm_wait_ready storage
   vm_wait_ready consumer-a
-  vm_wait_ready consumer-b
-  phase_time "boot (3 guests)" "$t0"
+  if needs_consumer_b; then vm_wait_ready consumer-b; fi
+  phase_time "boot (storage and consumers)" "$t0"
 
   t0=$(e2e__now)
   local certs
@@ -797,11 +920,11 @@ main() {
   bash "$E2E_SRC/tests/tools/make-certs.sh" "$certs"
   setup_storage
   setup_consumer consumer-a
-  setup_consumer consumer-b
+  if needs_consumer_b; then setup_consumer consumer-b; fi
   start_agent
   start_controller
   start_node consumer-a
-  start_node consumer-b
+  if needs_consumer_b; then start_node consumer-b; fi
   phase_time "setup (targets, agent, controller, 2 node plugins)" "$t0"
 
   run_scenario s1 "create/publish/stage/write/read (nvme ext4, iscsi LVM block, nfs RWX)" s1
@@ -810,13 +933,16 @@ main() {
   run_scenario s5 "missed namespace notification: NodeStage ns-rescan" s5
   run_scenario s6 "access revoked while mounted: NodeUnpublish completes" s6
   run_scenario s7 "no exportSpec: untouched, pillarctl repair, data intact" s7
+  run_scenario s8 "in-band auth: iSCSI CHAP, DH-HMAC-CHAP refused without kernel support, NFS root_squash" s8
   # Last: it changes a consumer's address (and can leave pillar-node stuck).
   run_scenario s4 "consumer IP change: NFS rule follows, other unpublish leaves it" s4
 
   echo
   echo "---- times"
   printf '%s\n' "${SUMMARY[@]}"
-  echo "---- guests: storage $(<"$(vm_dir storage)/ready_ms") ms, consumer-a $(<"$(vm_dir consumer-a)/ready_ms") ms, consumer-b $(<"$(vm_dir consumer-b)/ready_ms") ms to ready; logs in $E2E_RUN/vm/*/share/out"
+  local b_ready=-
+  if needs_consumer_b; then b_ready="$(<"$(vm_dir consumer-b)/ready_ms")"; fi
+  echo "---- guests: storage $(<"$(vm_dir storage)/ready_ms") ms, consumer-a $(<"$(vm_dir consumer-a)/ready_ms") ms, consumer-b $b_ready ms to ready; logs in $E2E_RUN/vm/*/share/out"
   SUMMARY_DONE=1
   echo "e2e: $PASSED passed, $FAILED failed"
   [[ $FAILED -eq 0 ]]

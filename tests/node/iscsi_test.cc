@@ -138,5 +138,45 @@ TEST_F(NodeIscsiTest, InvalidIqnRunsNothing) {
   EXPECT_TRUE(exec_.calls().empty());
 }
 
+TEST_F(NodeIscsiTest, ChapIsSetOnTheNodeRecordBetweenDiscoveryAndLogin) {
+  exec_.OnOutput({"iscsiadm", "-m", "discovery"}, std::string("10.0.0.1:3260,1 ") + kIqn + "\n");
+  exec_.On({"iscsiadm", "-m", "node"}, [&](const Command& c) -> StatusOr<ExecResult> {
+    if (c.argv.back() == "--login") {
+      sys_.AddSession(1, 2, kIqn, "10.0.0.1", 3260);
+      sys_.AddLun(1, 0, "sdb");
+    }
+    return ExecResult{0, "", ""};
+  });
+  RemoteTarget t = Target();
+  t.credentials = {"node-a", "twelve-bytes-secret", "target-1", "mutual-secret-42"};
+  auto a = Attacher();
+  auto dev = a.Attach(t);
+  ASSERT_TRUE(dev.ok()) << dev.status().ToString();
+  std::string node = std::string("iscsiadm -m node -T ") + kIqn + " -p 10.0.0.1:3260";
+  EXPECT_EQ(exec_.CallLines(),
+            (std::vector<std::string>{
+                "iscsiadm -m discovery -t sendtargets -p 10.0.0.1:3260",
+                node + " -o update -n node.session.auth.authmethod -v CHAP",
+                node + " -o update -n node.session.auth.username -v node-a",
+                node + " -o update -n node.session.auth.password -v twelve-bytes-secret",
+                node + " -o update -n node.session.auth.username_in -v target-1",
+                node + " -o update -n node.session.auth.password_in -v mutual-secret-42",
+                node + " --login"}));
+}
+
+TEST_F(NodeIscsiTest, AFailedChapUpdateNamesTheSettingNotTheSecret) {
+  exec_.OnOutput({"iscsiadm", "-m", "discovery"}, std::string("10.0.0.1:3260,1 ") + kIqn + "\n");
+  exec_.On({"iscsiadm", "-m", "node"}, [&](const Command& c) -> StatusOr<ExecResult> {
+    return DeadlineExceeded("command '" + c.ToString() + "' timed out");
+  });
+  RemoteTarget t = Target();
+  t.credentials = {"node-a", "twelve-bytes-secret", "", ""};
+  auto a = Attacher();
+  auto dev = a.Attach(t);
+  ASSERT_FALSE(dev.ok());
+  EXPECT_EQ(dev.status().message().find("twelve-bytes-secret"), std::string::npos)
+      << dev.status().message();
+}
+
 }  // namespace
 }  // namespace pillar::node

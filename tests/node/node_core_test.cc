@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <future>
 #include <thread>
 
@@ -809,6 +811,35 @@ TEST_F(NodeNfsTest, SelfHealingRemountsAVanishedNfsStagingMount) {
   EXPECT_EQ(node_->healer().RunOnce().repaired, 1);
   EXPECT_EQ(CountCalls(exec_, "mount -t nfs4"), 1);
   EXPECT_TRUE(mounter_.IsMounted(Staging("pvc-n")));
+}
+
+TEST_F(NodeCoreTest, ChapVolumeNeedsItsSecretsAndConnectsWithTheKey) {
+  const std::string key = "DHHC-1:00:JTA7RlFcZ3J9iJOeqbS/ytXg6/YBDBciLThDTllkb3qr02o2:";
+  StageRequest r = Stage();
+  r.context["auth"] = "chap";
+  Status s = core().Stage(r);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("secrets.dhchapKey"), std::string::npos) << s.message();
+  EXPECT_TRUE(exec_.CallLines().empty()) << "nothing ran";
+  r.secrets = {{"dhchapKey", "DHHC-1:00:bm90LWEta2V5:"}};
+  s = core().Stage(r);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_EQ(s.message().find("bm90LWEta2V5"), std::string::npos);
+  r.secrets = {{"dhchapKey", key}};
+  s = core().Stage(r);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_FALSE(exec_.CallLines().empty());
+  EXPECT_NE(exec_.CallLines()[0].find(" --dhchap-secret=" + key), std::string::npos);
+  // The stage record (on disk, read back after a restart) holds no secret.
+  auto rec = node_->records().Get("pvc-1");
+  ASSERT_TRUE(rec.ok());
+  EXPECT_TRUE(rec->target.credentials.empty());
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(tmp_.path())) {
+    if (!entry.is_regular_file()) continue;
+    std::ifstream in(entry.path());
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(text.find(key), std::string::npos) << entry.path();
+  }
 }
 
 }  // namespace

@@ -116,6 +116,13 @@ TEST_F(NodeNvmeTest, ConnectArgvIsExact) {
   EXPECT_EQ(NvmeAttacher::ConnectCommand(t, kHostNqn).ToString(),
             std::string("nvme connect -t tcp -a 10.0.0.1 -s 4420 -n ") + kNqn +
                 " --hostnqn=" + kHostNqn + " --ctrl-loss-tmo=60 --reconnect-delay=2");
+  t.credentials.secret = "DHHC-1:00:a:";
+  t.credentials.mutual_secret = "DHHC-1:00:b:";
+  EXPECT_EQ(NvmeAttacher::ConnectCommand(t, kHostNqn).ToString(),
+            std::string("nvme connect -t tcp -a 10.0.0.1 -s 4420 -n ") + kNqn +
+                " --hostnqn=" + kHostNqn +
+                " --ctrl-loss-tmo=60 --reconnect-delay=2 --dhchap-secret=DHHC-1:00:a: "
+                "--dhchap-ctrl-secret=DHHC-1:00:b:");
 }
 
 TEST_F(NodeNvmeTest, ConnectsThenFindsTheDevice) {

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "common/credentials.h"
 #include "common/status.h"
 
 namespace pillar::node {
@@ -22,6 +23,10 @@ struct RemoteTarget {
   int64_t lun = 0;                     // iSCSI LUN (pillar exports LUN 0)
   std::optional<int> ctrl_loss_tmo;    // nvme connect --ctrl-loss-tmo
   std::optional<int> reconnect_delay;  // nvme connect --reconnect-delay
+  // auth=chap volumes: from the NodeStage secrets; never written to a stage
+  // record or a log (a reconnect after a restart relies on what the kernel
+  // or open-iscsi's node database already holds).
+  Credentials credentials;
 
   // Volumes with the same key share a connection (subsystem / session).
   std::string ConnectionKey() const { return protocol + "|" + target_id; }

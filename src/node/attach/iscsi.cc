@@ -126,6 +126,35 @@ std::string IscsiAttacher::Portal(const RemoteTarget& t) {
   return (v6 ? "[" + t.address + "]" : t.address) + ":" + std::to_string(t.port);
 }
 
+// The node record discovery made gets the session's CHAP settings before
+// login (open-iscsi keeps them in its root-only node database). Without
+// credentials (auth none, or a self-healing relogin, which has none) the
+// record is left as it is.
+Status IscsiAttacher::SetNodeAuth(const RemoteTarget& t, const std::string& portal) {
+  const Credentials& c = t.credentials;
+  if (c.secret.empty()) return Status::Ok();
+  std::vector<std::pair<std::string, std::string>> settings = {
+      {"node.session.auth.authmethod", "CHAP"},
+      {"node.session.auth.username", c.username},
+      {"node.session.auth.password", c.secret}};
+  if (!c.mutual_secret.empty()) {
+    settings.emplace_back("node.session.auth.username_in", c.mutual_username);
+    settings.emplace_back("node.session.auth.password_in", c.mutual_secret);
+  }
+  for (const auto& [name, value] : settings) {
+    Command update{{"iscsiadm", "-m", "node", "-T", t.target_id, "-p", portal, "-o", "update", "-n",
+                    name, "-v", value},
+                   {},
+                   kIscsiadmTimeout};
+    auto r = exec_.Run(update);
+    if (!r.ok() || r->exit_code != 0) {
+      return Unavailable("iscsiadm could not set " + name + " for " + t.target_id + " at " +
+                         portal + " (" + RedactSecrets(ErrText(r), c) + ")");
+    }
+  }
+  return Status::Ok();
+}
+
 Status IscsiAttacher::Login(const RemoteTarget& t) {
   std::string portal = Portal(t);
   log::Info("iscsi login", {{"iqn", t.target_id}, {"portal", portal}});
@@ -135,6 +164,7 @@ Status IscsiAttacher::Login(const RemoteTarget& t) {
   if (!d.ok() || d->exit_code != 0) {
     return Unavailable("iscsiadm discovery at " + portal + " failed (" + ErrText(d) + ")");
   }
+  RETURN_IF_ERROR(SetNodeAuth(t, portal));
   Command login{
       {"iscsiadm", "-m", "node", "-T", t.target_id, "-p", portal, "--login"}, {}, kIscsiadmTimeout};
   auto l = exec_.Run(login);

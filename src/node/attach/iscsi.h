@@ -61,6 +61,7 @@ class IscsiAttacher : public BlockAttacher {
 
  private:
   Status Login(const RemoteTarget& t);
+  Status SetNodeAuth(const RemoteTarget& t, const std::string& portal);
   std::optional<std::string> FindDevice(const RemoteTarget& t);
   // Rescans every session to t; returns how many, or which of them failed
   // (each failure is logged too).

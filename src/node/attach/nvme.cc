@@ -42,6 +42,11 @@ Command NvmeAttacher::ConnectCommand(const RemoteTarget& t, const std::string& h
   if (t.reconnect_delay) {
     c.argv.push_back("--reconnect-delay=" + std::to_string(*t.reconnect_delay));
   }
+  // DH-HMAC-CHAP: the host's key, and the controller's for bidirectional.
+  if (!t.credentials.secret.empty()) c.argv.push_back("--dhchap-secret=" + t.credentials.secret);
+  if (!t.credentials.mutual_secret.empty()) {
+    c.argv.push_back("--dhchap-ctrl-secret=" + t.credentials.mutual_secret);
+  }
   c.timeout = kConnectTimeout;
   return c;
 }
@@ -81,7 +86,7 @@ Status NvmeAttacher::Connect(const RemoteTarget& t) {
   auto sub = sysfs_.FindSubsystem(t.target_id);
   if (PathTo(t, sub ? &*sub : nullptr) != PathState::kNone) return Status::Ok();
   std::string why = r.ok() ? "exit " + std::to_string(r->exit_code) + ": " + TrimSpace(r->err)
-                           : r.status().message();
+                           : RedactSecrets(r.status().message(), t.credentials);
   return Unavailable("nvme connect to " + t.target_id + " at " + t.address + ":" +
                      std::to_string(t.port) + " failed (" + why + ")");
 }
