@@ -149,6 +149,7 @@ int RunAgent(const AgentDaemonOptions& options, const AgentDaemonHooks& hooks) {
     log::Error("agent cannot start", {{"error", s.ToString()}});
     return 2;
   };
+  if (Status s = RequireTls13(); !s.ok()) return fail(s);
   if (Status s = validate::Nqn("--nqn-prefix", options.nqn_prefix + ":x"); !s.ok()) return fail(s);
   if (Status s = validate::Iqn("--iqn-prefix", options.iqn_prefix + ":x"); !s.ok()) return fail(s);
   std::vector<Protocol> protocols;

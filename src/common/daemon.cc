@@ -30,6 +30,7 @@ GrpcDaemon::GrpcDaemon(const std::string& component, const std::string& log_leve
                        const std::string& title)
     : title_(title.empty() ? component : title) {
   log::Init(component, log_level);
+  tls_policy_ = RequireTls13();
 }
 
 GrpcDaemon::~GrpcDaemon() { ShutdownServers(std::chrono::system_clock::now()); }
@@ -42,6 +43,7 @@ int GrpcDaemon::Fail(const Status& s) {
 
 Status GrpcDaemon::Serve(const std::vector<GrpcListener>& listeners,
                          const std::vector<grpc::Service*>& services) {
+  RETURN_IF_ERROR(tls_policy_);
   PosixFs fs;
   grpc::ServerBuilder builder;
   std::string addresses;

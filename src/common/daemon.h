@@ -43,7 +43,8 @@ StatusOr<std::shared_ptr<grpc::ServerCredentials>> ListenerCredentials(
 
 class GrpcDaemon {
  public:
-  // Starts logging as `component` at `log_level` and blocks SIGTERM/SIGINT
+  // Starts logging as `component` at `log_level`, sets the TLS 1.3 floor
+  // (RequireTls13) and blocks SIGTERM/SIGINT
   // (threads inherit the mask, so construct it before any thread starts).
   // `title` names the daemon in its start/stop messages (default: component).
   GrpcDaemon(const std::string& component, const std::string& log_level,
@@ -74,6 +75,7 @@ class GrpcDaemon {
   void ShutdownServers(std::chrono::system_clock::time_point deadline);
 
   std::string title_;
+  Status tls_policy_;  // RequireTls13's; Serve fails unless OK
   TerminationSignals signals_;
   std::vector<std::unique_ptr<grpc::Server>> servers_;
 };

@@ -350,6 +350,7 @@ int Run(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   if (crds->parsed()) return PrintCrds(crd_dir);
+  if (Status s = RequireTls13(); !s.ok()) return Fail(s);
   if (certs_ca->parsed()) {
     Status s = IssueCa(ca_out, ca_cn, ca_days);
     if (!s.ok()) return Fail(s);
