@@ -26,6 +26,13 @@ StatusOr<std::shared_ptr<grpc::ServerCredentials>> ListenerCredentials(
   return MutualTlsServerCredentials(tls, std::move(policy));
 }
 
+void WarnIfCsiOnTcp(const std::string& endpoint) {
+  if (endpoint.rfind("unix:", 0) == 0) return;
+  log::Warn("INSECURE: the CSI endpoint " + endpoint +
+            " is not a unix socket: CSI is served plaintext and unauthenticated to anyone who "
+            "reaches it (use unix:///path)");
+}
+
 GrpcDaemon::GrpcDaemon(const std::string& component, const std::string& log_level,
                        const std::string& title)
     : title_(title.empty() ? component : title) {

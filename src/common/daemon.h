@@ -41,6 +41,11 @@ struct GrpcListener {
 StatusOr<std::shared_ptr<grpc::ServerCredentials>> ListenerCredentials(
     const std::string& what, const TlsFiles& tls, bool insecure, RpcPolicy policy);
 
+// Logs a loud warning when a CSI endpoint is not a unix socket: the CSI API
+// has no authentication of its own, so on TCP anyone who reaches the port
+// may create, publish and delete volumes.
+void WarnIfCsiOnTcp(const std::string& endpoint);
+
 class GrpcDaemon {
  public:
   // Starts logging as `component` at `log_level`, sets the TLS 1.3 floor

@@ -175,6 +175,7 @@ int Run(int argc, char** argv) {
   if (agent_tls.insecure) {
     log::Warn("INSECURE: agents are called without TLS (--agent-insecure)");
   }
+  WarnIfCsiOnTcp(csi_endpoint);
 
   auto where = store::ParseStoreUri(store_path);
   if (!where.ok()) return fail(where.status());

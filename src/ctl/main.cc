@@ -380,6 +380,7 @@ int Run(int argc, char** argv) {
   if (get->got_subcommand("volumes")) return GetVolumes(store, json_out);
   if (describe_volume->parsed()) return DescribeVolume(store, describe_name, json_out);
   if (drift->parsed()) {
+    if (tls.insecure) std::cerr << "pillarctl: INSECURE: agents are called without TLS\n";
     GrpcAgentDirectory agents(tls);
     return Drift(store, agents, drift_name);
   }
