@@ -187,9 +187,8 @@ int RunAgent(const AgentDaemonOptions& options, const AgentDaemonHooks& hooks) {
   for (Protocol p : protocols) core.AddExporter(MakeExporter(p, options, exec, fs, configfs));
   core.CheckTargetState();
 
-  auto creds =
-      ListenerCredentials("the agent API on " + options.listen + " (--insecure)", options.tls,
-                          options.insecure, AgentRpcPolicy());
+  auto creds = ListenerCredentials("the agent API on " + options.listen + " (--insecure)",
+                                   options.tls, options.insecure, AgentRpcPolicy());
   if (!creds.ok()) return fail(creds.status());
   AgentService service(core);
   grpc::ServerBuilder builder;

@@ -17,8 +17,10 @@ std::string UnixSocketPath(const std::string& address) {
 
 }  // namespace
 
-StatusOr<std::shared_ptr<grpc::ServerCredentials>> ListenerCredentials(
-    const std::string& what, const TlsFiles& tls, bool insecure, RpcPolicy policy) {
+StatusOr<std::shared_ptr<grpc::ServerCredentials>> ListenerCredentials(const std::string& what,
+                                                                       const TlsFiles& tls,
+                                                                       bool insecure,
+                                                                       RpcPolicy policy) {
   if (insecure) {
     log::Warn("INSECURE: " + what + " is served without TLS: any caller may call any RPC");
     return grpc::InsecureServerCredentials();

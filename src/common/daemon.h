@@ -38,8 +38,10 @@ struct GrpcListener {
 
 // Plaintext when `insecure` (demos; logged as a warning naming `what`), else
 // mutual TLS from `tls`, every call admitted by `policy` first.
-StatusOr<std::shared_ptr<grpc::ServerCredentials>> ListenerCredentials(
-    const std::string& what, const TlsFiles& tls, bool insecure, RpcPolicy policy);
+StatusOr<std::shared_ptr<grpc::ServerCredentials>> ListenerCredentials(const std::string& what,
+                                                                       const TlsFiles& tls,
+                                                                       bool insecure,
+                                                                       RpcPolicy policy);
 
 // Logs a loud warning when a CSI endpoint is not a unix socket: the CSI API
 // has no authentication of its own, so on TCP anyone who reaches the port
