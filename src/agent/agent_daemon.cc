@@ -153,6 +153,7 @@ int RunAgent(const AgentDaemonOptions& options, const AgentDaemonHooks& hooks) {
     log::Error("agent cannot start", {{"error", s.ToString()}});
     return 2;
   };
+  if (Status s = RequireTls13(); !s.ok()) return fail(s);
   if (Status s = validate::Nqn("--nqn-prefix", options.nqn_prefix + ":x"); !s.ok()) return fail(s);
   if (Status s = validate::Iqn("--iqn-prefix", options.iqn_prefix + ":x"); !s.ok()) return fail(s);
   std::vector<Protocol> protocols;
@@ -198,9 +199,8 @@ int RunAgent(const AgentDaemonOptions& options, const AgentDaemonHooks& hooks) {
   for (Protocol p : protocols) core.AddExporter(MakeExporter(p, options, exec, fs, configfs));
   core.CheckTargetState();
 
-  auto creds =
-      ListenerCredentials("the agent API on " + options.listen + " (--insecure)", options.tls,
-                          options.insecure, AgentRpcPolicy());
+  auto creds = ListenerCredentials("the agent API on " + options.listen + " (--insecure)",
+                                   options.tls, options.insecure, AgentRpcPolicy());
   if (!creds.ok()) return fail(creds.status());
   AgentService service(core);
   grpc::ServerBuilder builder;

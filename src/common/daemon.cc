@@ -17,8 +17,10 @@ std::string UnixSocketPath(const std::string& address) {
 
 }  // namespace
 
-StatusOr<std::shared_ptr<grpc::ServerCredentials>> ListenerCredentials(
-    const std::string& what, const TlsFiles& tls, bool insecure, RpcPolicy policy) {
+StatusOr<std::shared_ptr<grpc::ServerCredentials>> ListenerCredentials(const std::string& what,
+                                                                       const TlsFiles& tls,
+                                                                       bool insecure,
+                                                                       RpcPolicy policy) {
   if (insecure) {
     log::Warn("INSECURE: " + what + " is served without TLS: any caller may call any RPC");
     return grpc::InsecureServerCredentials();
@@ -26,10 +28,18 @@ StatusOr<std::shared_ptr<grpc::ServerCredentials>> ListenerCredentials(
   return MutualTlsServerCredentials(tls, std::move(policy));
 }
 
+void WarnIfCsiOnTcp(const std::string& endpoint) {
+  if (endpoint.rfind("unix:", 0) == 0) return;
+  log::Warn("INSECURE: the CSI endpoint " + endpoint +
+            " is not a unix socket: CSI is served plaintext and unauthenticated to anyone who "
+            "reaches it (use unix:///path)");
+}
+
 GrpcDaemon::GrpcDaemon(const std::string& component, const std::string& log_level,
                        const std::string& title)
     : title_(title.empty() ? component : title) {
   log::Init(component, log_level);
+  tls_policy_ = RequireTls13();
 }
 
 GrpcDaemon::~GrpcDaemon() { ShutdownServers(std::chrono::system_clock::now()); }
@@ -42,6 +52,7 @@ int GrpcDaemon::Fail(const Status& s) {
 
 Status GrpcDaemon::Serve(const std::vector<GrpcListener>& listeners,
                          const std::vector<grpc::Service*>& services) {
+  RETURN_IF_ERROR(tls_policy_);
   PosixFs fs;
   grpc::ServerBuilder builder;
   std::string addresses;

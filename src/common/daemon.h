@@ -38,12 +38,20 @@ struct GrpcListener {
 
 // Plaintext when `insecure` (demos; logged as a warning naming `what`), else
 // mutual TLS from `tls`, every call admitted by `policy` first.
-StatusOr<std::shared_ptr<grpc::ServerCredentials>> ListenerCredentials(
-    const std::string& what, const TlsFiles& tls, bool insecure, RpcPolicy policy);
+StatusOr<std::shared_ptr<grpc::ServerCredentials>> ListenerCredentials(const std::string& what,
+                                                                       const TlsFiles& tls,
+                                                                       bool insecure,
+                                                                       RpcPolicy policy);
+
+// Logs a loud warning when a CSI endpoint is not a unix socket: the CSI API
+// has no authentication of its own, so on TCP anyone who reaches the port
+// may create, publish and delete volumes.
+void WarnIfCsiOnTcp(const std::string& endpoint);
 
 class GrpcDaemon {
  public:
-  // Starts logging as `component` at `log_level` and blocks SIGTERM/SIGINT
+  // Starts logging as `component` at `log_level`, sets the TLS 1.3 floor
+  // (RequireTls13) and blocks SIGTERM/SIGINT
   // (threads inherit the mask, so construct it before any thread starts).
   // `title` names the daemon in its start/stop messages (default: component).
   GrpcDaemon(const std::string& component, const std::string& log_level,
@@ -74,6 +82,7 @@ class GrpcDaemon {
   void ShutdownServers(std::chrono::system_clock::time_point deadline);
 
   std::string title_;
+  Status tls_policy_;  // RequireTls13's; Serve fails unless OK
   TerminationSignals signals_;
   std::vector<std::unique_ptr<grpc::Server>> servers_;
 };

@@ -2,6 +2,8 @@
 
 #include <grpcpp/security/tls_certificate_provider.h>
 #include <grpcpp/security/tls_credentials_options.h>
+#include <openssl/conf.h>
+#include <openssl/ssl.h>
 
 #include <fstream>
 #include <sstream>
@@ -35,7 +37,41 @@ StatusOr<std::shared_ptr<grpc::experimental::CertificateProviderInterface>> Watc
           files.key, files.cert, files.ca, std::max(1U, files.reload_seconds)));
 }
 
+// "Protocol" sets SSL_OP_NO_* options, which gRPC's later
+// SSL_CTX_set_min_proto_version(TLS1_2) leaves in place; MinProtocol alone
+// would be overridden by it.
+constexpr const char* kTls13Config = R"(
+openssl_conf = pillar_init
+[pillar_init]
+ssl_conf = pillar_ssl
+[pillar_ssl]
+system_default = pillar_tls
+[pillar_tls]
+MinProtocol = TLSv1.3
+Protocol = -ALL, TLSv1.3
+CipherString = DEFAULT@SECLEVEL=2
+)";
+
 }  // namespace
+
+Status RequireTls13() {
+  // The system configuration first, so a later implicit initialisation does
+  // not load it over ours.
+  if (OPENSSL_init_ssl(OPENSSL_INIT_LOAD_CONFIG, nullptr) != 1) {
+    return Internal("OpenSSL initialisation failed");
+  }
+  std::unique_ptr<BIO, decltype(&BIO_free)> bio(BIO_new_mem_buf(kTls13Config, -1), &BIO_free);
+  std::unique_ptr<CONF, decltype(&NCONF_free)> conf(NCONF_new(nullptr), &NCONF_free);
+  long bad_line = 0;
+  if (!bio || !conf || NCONF_load_bio(conf.get(), bio.get(), &bad_line) != 1) {
+    return Internal("OpenSSL TLS 1.3 policy does not parse (line " + std::to_string(bad_line) +
+                    ")");
+  }
+  if (CONF_modules_load(conf.get(), nullptr, 0) != 1) {
+    return Internal("OpenSSL refused the TLS 1.3 policy");
+  }
+  return Status::Ok();
+}
 
 StatusOr<std::shared_ptr<grpc::ServerCredentials>> MutualTlsServerCredentials(
     const TlsFiles& files, std::optional<RpcPolicy> policy) {

@@ -25,6 +25,13 @@ struct TlsFiles {
   unsigned reload_seconds = 10;
 };
 
+// TLS 1.3 or nothing, for every TLS connection this process makes or accepts
+// (gRPC's and libcurl's). gRPC 1.51 has no minimum-version option, so this
+// sets OpenSSL's process-wide defaults (its "system_default" section), which
+// every new TLS context inherits and gRPC's own TLS 1.2 floor does not undo.
+// Call first thing in main, before any thread or TLS context exists.
+Status RequireTls13();
+
 // Server side: requires and verifies a client certificate; with `policy`,
 // every call is admitted or refused by the caller's role first.
 StatusOr<std::shared_ptr<grpc::ServerCredentials>> MutualTlsServerCredentials(

@@ -175,6 +175,7 @@ int Run(int argc, char** argv) {
   if (agent_tls.insecure) {
     log::Warn("INSECURE: agents are called without TLS (--agent-insecure)");
   }
+  WarnIfCsiOnTcp(csi_endpoint);
 
   auto where = store::ParseStoreUri(store_path);
   if (!where.ok()) return fail(where.status());
@@ -270,9 +271,10 @@ int Run(int argc, char** argv) {
   auto lead = [&]() -> Status {
     RETURN_IF_ERROR(reconciler.Start());
     if (!on_kube) RETURN_IF_ERROR(serve_csi());
-    ASSIGN_OR_RETURN(auto reg_creds, ListenerCredentials(
-                         "the node registry on " + registry_listen + " (--registry-insecure)",
-                         registry_tls, registry_insecure, RegistryRpcPolicy()));
+    ASSIGN_OR_RETURN(
+        auto reg_creds,
+        ListenerCredentials("the node registry on " + registry_listen + " (--registry-insecure)",
+                            registry_tls, registry_insecure, RegistryRpcPolicy()));
     int reg_port = 0;
     RETURN_IF_ERROR(daemon.Serve({{registry_listen, reg_creds, &reg_port}}, {&registry}));
     log::Info("controller serving", {{"csi", csi_endpoint},

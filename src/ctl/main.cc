@@ -350,6 +350,7 @@ int Run(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   if (crds->parsed()) return PrintCrds(crd_dir);
+  if (Status s = RequireTls13(); !s.ok()) return Fail(s);
   if (certs_ca->parsed()) {
     Status s = IssueCa(ca_out, ca_cn, ca_days);
     if (!s.ok()) return Fail(s);
@@ -379,6 +380,7 @@ int Run(int argc, char** argv) {
   if (get->got_subcommand("volumes")) return GetVolumes(store, json_out);
   if (describe_volume->parsed()) return DescribeVolume(store, describe_name, json_out);
   if (drift->parsed()) {
+    if (tls.insecure) std::cerr << "pillarctl: INSECURE: agents are called without TLS\n";
     GrpcAgentDirectory agents(tls);
     return Drift(store, agents, drift_name);
   }

@@ -124,6 +124,12 @@ int Run(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   GrpcDaemon daemon("node", log_level, "node plugin");  // before any thread starts
+  WarnIfCsiOnTcp(csi_endpoint);
+  if (registry_insecure && !registry_address.empty()) {
+    log::Warn(
+        "INSECURE: identities are reported to the registry without TLS "
+        "(--registry-insecure): anyone on the path can read or forge them");
+  }
   if (id_opts.node_id.empty()) id_opts.node_id = DefaultNodeId();
   if (Status s = validate::ObjectName("--node-id", id_opts.node_id); !s.ok()) return daemon.Fail(s);
   for (const auto& a : id_opts.static_addresses) {

@@ -147,21 +147,26 @@ class RegistryIdentityTest : public ::testing::Test {
   }
 
   // The real node plugin, reporting as `node_id` with certs/<cert>.
-  void StartNode(const std::string& node_id, const std::string& cert, const std::string& nqn) {
+  // Empty `cert`: --registry-insecure; `csi` replaces the unix socket.
+  void StartNode(const std::string& node_id, const std::string& cert, const std::string& nqn,
+                 const std::string& csi = "") {
     std::ofstream(tmp_.Sub("hostnqn")) << nqn << "\n";
     std::vector<std::string> args = {
         PILLAR_NODE_BIN,
-        "--csi-endpoint=unix://" + tmp_.Sub("node.sock"),
+        "--csi-endpoint=" + (csi.empty() ? "unix://" + tmp_.Sub("node.sock") : csi),
         "--node-id=" + node_id,
-        "--registry-address=127.0.0.1:" + std::to_string(controller_->registry_port()),
-        "--registry-tls-cert=" + tmp_.Sub("certs/" + cert + ".crt"),
-        "--registry-tls-key=" + tmp_.Sub("certs/" + cert + ".key"),
-        "--registry-tls-ca=" + tmp_.Sub("certs/ca.crt"),
-        "--host-nqn-file=" + tmp_.Sub("hostnqn"),
-        "--iscsi-initiator-file=" + tmp_.Sub("initiatorname"),
-        "--node-address=10.99.0.12",
-        "--state-dir=" + tmp_.Sub("node"),
-        "--identity-interval=500ms"};
+        "--registry-address=127.0.0.1:" + std::to_string(controller_->registry_port())};
+    if (cert.empty()) {
+      args.emplace_back("--registry-insecure");
+    } else {
+      args.insert(args.end(), {"--registry-tls-cert=" + tmp_.Sub("certs/" + cert + ".crt"),
+                               "--registry-tls-key=" + tmp_.Sub("certs/" + cert + ".key"),
+                               "--registry-tls-ca=" + tmp_.Sub("certs/ca.crt")});
+    }
+    args.insert(args.end(),
+                {"--host-nqn-file=" + tmp_.Sub("hostnqn"),
+                 "--iscsi-initiator-file=" + tmp_.Sub("initiatorname"), "--node-address=10.99.0.12",
+                 "--state-dir=" + tmp_.Sub("node"), "--identity-interval=500ms"});
     node_pid_ = fork();
     if (node_pid_ == 0) {
       FILE* f = freopen(tmp_.Sub("node.log").c_str(), "a", stderr);
@@ -253,6 +258,37 @@ TEST_F(RegistryIdentityTest, WhoMayReadAndWhatAReportMayHold) {
   rv1::GetNodeResponse got;
   ASSERT_TRUE(GetNode("controller", "node-a", &got).ok());
   EXPECT_EQ(got.identity().ip_addresses_size(), 64);
+}
+
+TEST_F(RegistryIdentityTest, InsecureSettingsAreLoudAndAPlaintextReportIsRefused) {
+  // The controller's registry is TLS-only: a plaintext report never lands.
+  StartNode("node-a", "", kNqnA, "127.0.0.1:0");
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        std::string log = Slurp(tmp_.Sub("node.log"));
+        return log.find("identity report failed") != std::string::npos;
+      },
+      std::chrono::seconds(60)))
+      << Slurp(tmp_.Sub("node.log"));
+  std::string log = Slurp(tmp_.Sub("node.log"));
+  EXPECT_NE(log.find("INSECURE: the CSI endpoint 127.0.0.1:0 is not a unix socket"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("INSECURE: identities are reported to the registry without TLS"),
+            std::string::npos);
+  EXPECT_EQ(GetNode("controller", "node-a").error_code(), grpc::StatusCode::NOT_FOUND);
+  StopNode();
+  // The agent, with --insecure.
+  AgentProcess plain(tmp_.Sub("plain"));
+  fs::create_directories(tmp_.Sub("plain/certs"));
+  for (const char* f : {"agent.crt", "agent.key", "ca.crt"}) {
+    fs::copy_file(tmp_.Sub(std::string("certs/") + f), tmp_.Sub(std::string("plain/certs/") + f));
+  }
+  ASSERT_TRUE(plain.Start({"--insecure"})) << Slurp(tmp_.Sub("plain/agent.log"));
+  plain.Stop();
+  EXPECT_NE(Slurp(tmp_.Sub("plain/agent.log")).find("INSECURE: the agent API on 127.0.0.1:"),
+            std::string::npos)
+      << Slurp(tmp_.Sub("plain/agent.log"));
 }
 
 }  // namespace

@@ -192,5 +192,70 @@ TEST_F(CertsTest, RealBinariesAcceptThemAndARotatedCertificateIsUsedWithoutResta
   agent.Stop();
 }
 
+// A handshake by `openssl s_client` limited to `version` (-tls1_2 or
+// -tls1_3) with the controller's certificate; the negotiated line.
+std::string Handshake(const std::string& certs, int port, const std::string& version) {
+  std::string cmd =
+      "echo | timeout 10 openssl s_client -connect 127.0.0.1:" + std::to_string(port) + " " +
+      version + " -cert " + certs + "/controller.crt -key " + certs + "/controller.key -CAfile " +
+      certs + "/ca.crt 2>&1 | grep -E '^New, '";
+  SystemExec exec;
+  auto r = exec.Run({{"bash", "-c", cmd}});
+  return r.ok() ? r->out : "";
+}
+
+TEST_F(CertsTest, OnlyTls13OnEitherSide) {
+  // This process as a client, as every daemon and pillarctl set it.
+  ASSERT_TRUE(RequireTls13().ok());
+  ASSERT_TRUE(AgentProcess::MakeCerts(tmp_.Sub("certs")));
+  AgentProcess agent(tmp_.path());
+  ASSERT_TRUE(agent.Start()) << Slurp(tmp_.Sub("agent.log"));
+  // The agent as a server.
+  EXPECT_NE(Handshake(tmp_.Sub("certs"), agent.port(), "-tls1_3").find("New, TLSv1.3"),
+            std::string::npos);
+  std::string old = Handshake(tmp_.Sub("certs"), agent.port(), "-tls1_2");
+  EXPECT_NE(old.find("Cipher is (NONE)"), std::string::npos) << old;
+  // This process's client against it.
+  {
+    auto stub = agent.Client("controller");
+    grpc::ClientContext ctx;
+    v1::GetInfoResponse info;
+    auto s = stub->GetInfo(&ctx, {}, &info);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+  }
+  agent.Stop();
+
+  // Against a server that speaks TLS 1.2 only.
+  int port = 20000 + static_cast<int>(getpid() % 20000);
+  std::string log = tmp_.Sub("s_server.log");
+  pid_t server = fork();
+  if (server == 0) {
+    FILE* f = freopen(log.c_str(), "w", stdout);
+    (void)f;
+    dup2(STDOUT_FILENO, STDERR_FILENO);
+    std::string accept = "127.0.0.1:" + std::to_string(port);
+    std::string cert = tmp_.Sub("certs/agent.crt"), key = tmp_.Sub("certs/agent.key");
+    execlp("openssl", "openssl", "s_server", "-www", "-accept", accept.c_str(), "-tls1_2", "-cert",
+           cert.c_str(), "-key", key.c_str(), "-naccept", "1", nullptr);
+    _exit(127);
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  TlsFiles files{tmp_.Sub("certs/controller.crt"), tmp_.Sub("certs/controller.key"),
+                 tmp_.Sub("certs/ca.crt")};
+  auto creds = MutualTlsChannelCredentials(files);
+  ASSERT_TRUE(creds.ok());
+  auto stub = v1::Agent::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port), *creds));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  v1::GetInfoResponse resp;
+  EXPECT_FALSE(stub->GetInfo(&ctx, {}, &resp).ok());
+  kill(server, SIGTERM);
+  int status = 0;
+  waitpid(server, &status, 0);
+  std::string out = Slurp(log);
+  // What the server saw: a client offering TLS 1.3 alone.
+  EXPECT_NE(out.find("unsupported protocol"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace pillar::testing
