@@ -17,14 +17,16 @@
 
 namespace {
 
+// Made once and never destroyed, so the exit handler that removes it can
+// still read its name.
 const std::string& Root() {
-  static const std::string root = [] {
+  static const std::string* const root = [] {
     std::string tmpl = "/tmp/pillar-fuzz-marks-XXXXXX";
     if (mkdtemp(tmpl.data()) == nullptr) std::abort();
     std::atexit([] { std::filesystem::remove_all(Root()); });
-    return tmpl;
+    return new std::string(tmpl);
   }();
-  return root;
+  return *root;
 }
 
 }  // namespace

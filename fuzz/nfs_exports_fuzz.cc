@@ -23,14 +23,16 @@ class NoExports : public pillar::Exec {
   }
 };
 
+// Made once and never destroyed, so the exit handler that removes it can
+// still read its name.
 const std::string& Dir() {
-  static const std::string dir = [] {
+  static const std::string* const dir = [] {
     std::string tmpl = "/tmp/pillar-fuzz-exports-XXXXXX";
     if (mkdtemp(tmpl.data()) == nullptr) std::abort();
     std::atexit([] { std::filesystem::remove_all(Dir()); });
-    return tmpl;
+    return new std::string(tmpl);
   }();
-  return dir;
+  return *dir;
 }
 
 bool OneAbsoluteToken(const std::string& path) {
