@@ -16,6 +16,7 @@
 #include "agent/exporters/configfs_util.h"
 #include "agent/exporters/nvmet_exporter.h"
 #include "common/fs.h"
+#include "fuzz_temp_dir.h"
 
 namespace {
 
@@ -23,17 +24,7 @@ namespace stdfs = std::filesystem;
 
 constexpr char kVolume[] = "demo/pvc-1";
 
-// Made once and never destroyed, so the exit handler that removes it can
-// still read its name.
-const std::string& Root() {
-  static const std::string* const root = [] {
-    std::string tmpl = "/tmp/pillar-fuzz-configfs-XXXXXX";
-    if (mkdtemp(tmpl.data()) == nullptr) std::abort();
-    std::atexit([] { std::filesystem::remove_all(Root()); });
-    return new std::string(tmpl);
-  }();
-  return *root;
-}
+const std::string& Root() { return pillar::fuzz::TempDir("configfs"); }
 
 void Write(const std::string& path, const std::string& value) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << value;

@@ -14,20 +14,11 @@
 #include "common/clock.h"
 #include "common/fs.h"
 #include "common/validate.h"
+#include "fuzz_temp_dir.h"
 
 namespace {
 
-// Made once and never destroyed, so the exit handler that removes it can
-// still read its name.
-const std::string& Root() {
-  static const std::string* const root = [] {
-    std::string tmpl = "/tmp/pillar-fuzz-marks-XXXXXX";
-    if (mkdtemp(tmpl.data()) == nullptr) std::abort();
-    std::atexit([] { std::filesystem::remove_all(Root()); });
-    return new std::string(tmpl);
-  }();
-  return *root;
-}
+const std::string& Root() { return pillar::fuzz::TempDir("marks"); }
 
 }  // namespace
 

@@ -12,6 +12,7 @@
 #include "agent/exporters/nfs_exporter.h"
 #include "common/exec.h"
 #include "common/fs.h"
+#include "fuzz_temp_dir.h"
 
 namespace {
 
@@ -23,17 +24,7 @@ class NoExports : public pillar::Exec {
   }
 };
 
-// Made once and never destroyed, so the exit handler that removes it can
-// still read its name.
-const std::string& Dir() {
-  static const std::string* const dir = [] {
-    std::string tmpl = "/tmp/pillar-fuzz-exports-XXXXXX";
-    if (mkdtemp(tmpl.data()) == nullptr) std::abort();
-    std::atexit([] { std::filesystem::remove_all(Dir()); });
-    return new std::string(tmpl);
-  }();
-  return *dir;
-}
+const std::string& Dir() { return pillar::fuzz::TempDir("exports"); }
 
 bool OneAbsoluteToken(const std::string& path) {
   if (path.empty() || path[0] != '/') return false;
