@@ -192,6 +192,32 @@ TEST_F(CertsTest, RealBinariesAcceptThemAndARotatedCertificateIsUsedWithoutResta
   agent.Stop();
 }
 
+// The controller dials agents by IP and checks the name their certificate
+// must carry (PillarAgent spec.tlsServerName): the override is honoured.
+TEST_F(CertsTest, TheServerNameOverrideIsChecked) {
+  ASSERT_TRUE(AgentProcess::MakeCerts(tmp_.Sub("certs")));
+  AgentProcess agent(tmp_.path());
+  ASSERT_TRUE(agent.Start()) << Slurp(tmp_.Sub("agent.log"));
+  auto call = [&](const std::string& name) {
+    TlsFiles files{tmp_.Sub("certs/controller.crt"), tmp_.Sub("certs/controller.key"),
+                   tmp_.Sub("certs/ca.crt")};
+    auto creds = MutualTlsChannelCredentials(files);
+    EXPECT_TRUE(creds.ok());
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    if (!name.empty()) args.SetSslTargetNameOverride(name);
+    auto stub = v1::Agent::NewStub(grpc::CreateCustomChannel(agent.address(), *creds, args));
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    v1::GetInfoResponse info;
+    return stub->GetInfo(&ctx, {}, &info);
+  };
+  EXPECT_TRUE(call("").ok());           // 127.0.0.1 is among the agent's SANs
+  EXPECT_TRUE(call("localhost").ok());  // so is localhost
+  EXPECT_FALSE(call("storage-9.example").ok());
+  agent.Stop();
+}
+
 // A handshake by `openssl s_client` limited to `version` (-tls1_2 or
 // -tls1_3) with the controller's certificate; the negotiated line.
 std::string Handshake(const std::string& certs, int port, const std::string& version) {
