@@ -328,7 +328,7 @@ build_binaries() {
 s1() {
   create s1-nvme nvmeof-tcp fs demo
   create s1-iscsi iscsi block "$VG"
-  create s1-nfs nfs nfs demo
+  create s1-nfs nfs nfs demo '"nfsRootSquash":"false"' # writes as root: opts out of root_squash
   attach s1-nvme consumer-a
   local w r
   w="$(fill consumer-a "$(data_path s1-nvme)" 8)"
@@ -388,7 +388,7 @@ s1() {
 s2() {
   create s2-nvme nvmeof-tcp fs demo
   create s2-iscsi iscsi block demo
-  create s2-nfs nfs nfs demo
+  create s2-nfs nfs nfs demo '"nfsRootSquash":"false"' # writes as root: opts out of root_squash
   attach s2-nvme consumer-a
   attach s2-iscsi consumer-b
   attach s2-nfs consumer-a
@@ -462,7 +462,7 @@ s2() {
 s3() {
   create s3-nvme nvmeof-tcp block demo
   create s3-iscsi iscsi block demo
-  create s3-nfs nfs nfs demo
+  create s3-nfs nfs nfs demo '"nfsRootSquash":"false"' # writes as root: opts out of root_squash
   attach s3-nvme consumer-a
   attach s3-iscsi consumer-a
   attach s3-nfs consumer-a
@@ -533,7 +533,7 @@ s3() {
 #    the scenario fails (that is a node plugin bug) but still checks the
 #    controller side, re-registering consumer-a directly through csi-call.
 s4() {
-  create s4-nfs nfs nfs demo
+  create s4-nfs nfs nfs demo '"nfsRootSquash":"false"' # writes as root: opts out of root_squash
   attach s4-nfs consumer-a
   attach s4-nfs consumer-b
   local w r t0 ms path node_ok=1 id
@@ -661,7 +661,7 @@ s5() {
 #    NodeUnstageVolume still complete. (ControllerUnpublish is the revoke, so
 #    the reconciler does not put the rule back under the test.)
 s6() {
-  create s6-nfs nfs nfs demo
+  create s6-nfs nfs nfs demo '"nfsRootSquash":"false"' # writes as root: opts out of root_squash
   attach s6-nfs consumer-a
   attach s6-nfs consumer-b
   local path w r t
