@@ -65,7 +65,7 @@ run_stage() {
   printf '\n==== %s: %s\n' "$name" "$*"
   "$@" 2>&1 | tee "$logs/$name.log" || rc=$?
   line=$(grep -E "^$name: [0-9]+ (passed|killed), [0-9]+ (failed|survived)\$" "$logs/$name.log" | tail -1 || true)
-  if [[ "$line" =~ ^[a-z0-9]+:\ ([0-9]+)\ [a-z]+,\ ([0-9]+)\ [a-z]+$ ]]; then
+  if [[ "$line" =~ ^[a-z0-9-]+:\ ([0-9]+)\ [a-z]+,\ ([0-9]+)\ [a-z]+$ ]]; then
     p=${BASH_REMATCH[1]} f=${BASH_REMATCH[2]}
     if ((rc != 0 && f == 0)); then
       f=1 note=" (exit $rc although no failure was counted: counted as 1 failure)"
