@@ -275,10 +275,18 @@ TEST_F(CertsTest, OnlyTls13OnEitherSide) {
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
   v1::GetInfoResponse resp;
   EXPECT_FALSE(stub->GetInfo(&ctx, {}, &resp).ok());
+  // s_server writes its verdict after the client has seen the alert: give it
+  // up to 10 s before stopping it, so a slow machine does not lose the line.
+  std::string out;
+  for (int i = 0; i < 100; ++i) {
+    out = Slurp(log);
+    if (out.find("unsupported protocol") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
   kill(server, SIGTERM);
   int status = 0;
   waitpid(server, &status, 0);
-  std::string out = Slurp(log);
+  out = Slurp(log);
   // What the server saw: a client offering TLS 1.3 alone.
   EXPECT_NE(out.find("unsupported protocol"), std::string::npos) << out;
 }
