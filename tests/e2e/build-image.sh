@@ -13,6 +13,8 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 # shellcheck source=deps.sh
 source "$E2E_DIR/deps.sh"
+# shellcheck source=nvme-auth-modules.sh
+source "$E2E_DIR/nvme-auth-modules.sh"
 
 FORCE=0
 [[ "${1:-}" == "--force" ]] && FORCE=1
@@ -108,6 +110,8 @@ main() {
     net/bluetooth net/mac80211; do
     rm -rf "$ROOT/lib/modules/$kver/kernel/$d"
   done
+  # DH-HMAC-CHAP needs nvme modules built with in-band authentication.
+  install_nvme_auth_modules "$kver" "$ROOT"
   depmod -b "$ROOT" "$kver"
 
   configure_root "$kver"

@@ -36,13 +36,13 @@ e2e_guest_packages() {
 }
 
 # Cache key: package list + kernel (ABI name and package version) + every file
-# that shapes the image (this file, build-image.sh, guest/*).
+# that shapes the image (this file, build-image.sh, nvme-auth-modules.sh, guest/*).
 e2e_image_key() {
   local kver="$1"
   {
     e2e_guest_packages
     printf 'kernel %s %s\n' "$kver" "$(dpkg-query -W -f='${Version}' "linux-image-$kver" 2>/dev/null || echo unknown)"
-    cat "$E2E_DIR/common.sh" "$E2E_DIR/build-image.sh"
+    cat "$E2E_DIR/common.sh" "$E2E_DIR/build-image.sh" "$E2E_DIR/nvme-auth-modules.sh"
     find "$E2E_DIR/guest" -type f -print0 | sort -z | xargs -0 cat
   } | sha256sum | cut -c1-16
 }

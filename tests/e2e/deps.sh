@@ -11,6 +11,7 @@ PILLAR_E2E_HOST_PKGS=(
   linux-image-amd64    # the guest kernel + modules (booted with -kernel/-initrd)
   e2fsprogs            # mkfs.ext4 -d (image without loop mounts)
   xz-utils cpio        # kernel extraction (PVH boot), initramfs
+  make gcc binutils    # the guest's nvme modules with in-band auth (nvme-auth-modules.sh)
   iproute2             # ss (free loopback UDP ports)
   coreutils util-linux procps
 )

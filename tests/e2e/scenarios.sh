@@ -733,9 +733,10 @@ s7() {
 # 8. In-band authentication (issue 11). iSCSI CHAP: an initiator with the
 #    right IQN but the wrong password is refused, the right one logs in and
 #    reads back what it wrote; the key is kept by the agent in a 0600 file
-#    and in no log. NVMe-oF DH-HMAC-CHAP: this kernel has no nvmet auth
-#    (CONFIG_NVME_TARGET_AUTH unset), so publishing refuses the host rather
-#    than admitting it on its NQN alone. NFS: root_squash by default,
+#    and in no log. NVMe-oF DH-HMAC-CHAP (bidirectional, on nvme modules
+#    built with in-band auth): a wrong host key is refused by the target, a
+#    wrong controller key by the host, the right pair connects and reads
+#    back what it wrote. NFS: root_squash by default,
 #    no_root_squash only with nfsRootSquash=false.
 S8_PASSWORD=s8-Chap-Secret-4711
 s8_create() { # VOL PROTO KIND POOL PARAMS_JSON SECRETS_JSON
@@ -807,22 +808,63 @@ s8() {
   detach s8-chap consumer-a
   delete s8-chap
 
-  # NVMe-oF DH-HMAC-CHAP on a kernel without nvmet auth.
-  local key nqn
+  # NVMe-oF DH-HMAC-CHAP, bidirectional: the guests' nvme modules are built
+  # with in-band authentication (tests/e2e/nvme-auth-modules.sh).
+  local key ctrl_key wrong nqn secrets sub
   key="$(vm_exec consumer-a nvme gen-dhchap-key -n "$(vm_hostnqn consumer-a)")" ||
     fail "nvme gen-dhchap-key"
   [[ "$key" == DHHC-1:00:*: ]] || fail "unexpected key format from nvme gen-dhchap-key: ${key:0:10}"
-  step "nvme gen-dhchap-key: ${key:0:10}... (format DHHC-1:00:<base64>:)"
-  s8_create s8-dhchap nvmeof-tcp block demo '{"auth":"chap"}' "$(jq -cn --arg k "$key" '{dhchapKey:$k}')"
-  if out="$(s8_publish s8-dhchap consumer-a 2>&1)"; then
-    fail "ControllerPublish of a DH-HMAC-CHAP volume succeeded on a kernel without nvmet auth"
-  fi
-  [[ "$out" == *CONFIG_NVME_TARGET_AUTH* ]] || fail "publish error does not name the kernel option: $out"
+  ctrl_key="$(vm_exec consumer-a nvme gen-dhchap-key -n "$(vm_hostnqn consumer-a)")" ||
+    fail "nvme gen-dhchap-key (controller key)"
+  wrong="$(vm_exec consumer-a nvme gen-dhchap-key -n "$(vm_hostnqn consumer-a)")" ||
+    fail "nvme gen-dhchap-key (a wrong key)"
+  step "nvme gen-dhchap-key: host ${key:0:10}..., controller ${ctrl_key:0:10}... (DHHC-1:00:<base64>:)"
+  secrets="$(jq -cn --arg k "$key" --arg c "$ctrl_key" '{dhchapKey:$k, dhchapCtrlKey:$c}')"
+  s8_create s8-dhchap nvmeof-tcp block demo '{"auth":"chap"}' "$secrets"
+  resp="$(s8_publish s8-dhchap consumer-a)" || fail "ControllerPublishVolume s8-dhchap"
+  P_CTX[s8-dhchap:consumer-a]="$(jq -c '.publishContext' <<<"$resp")"
   nqn="$(vctx s8-dhchap targetID)"
-  out="$(vm_exec storage ls "/sys/kernel/config/nvmet/subsystems/$nqn/allowed_hosts")"
-  [[ -z "$out" ]] || fail "host admitted without its key: $out"
-  step "nvmet without CONFIG_NVME_TARGET_AUTH: publish refused, nobody admitted"
-  ctl_unpublish s8-dhchap consumer-a || fail "ControllerUnpublish s8-dhchap"
+  local host_dir
+  host_dir="/sys/kernel/config/nvmet/hosts/$(vm_hostnqn consumer-a)"
+  [[ "$(vm_exec storage cat "$host_dir/dhchap_key")" == "$key" ]] || fail "nvmet host dhchap_key is not the volume's key"
+  [[ "$(vm_exec storage cat "$host_dir/dhchap_ctrl_key")" == "$ctrl_key" ]] ||
+    fail "nvmet host dhchap_ctrl_key is not the volume's controller key"
+  vm_sh storage '[[ -L "/sys/kernel/config/nvmet/subsystems/$1/allowed_hosts/$2" ]]' "$nqn" "$(vm_hostnqn consumer-a)" ||
+    fail "consumer-a is not in allowed_hosts"
+  step "nvmet: consumer-a admitted with its dhchap_key and dhchap_ctrl_key"
+  # Connected controllers of the subsystem on consumer-a (0 after a refusal).
+  sub='n=0; for f in /sys/class/nvme/nvme*/subsysnqn; do [[ -e "$f" && "$(cat "$f")" == "$1" ]] && n=$((n + 1)); done; echo $n'
+  if out="$(s8_stage s8-dhchap consumer-a "$(jq -cn --arg k "$wrong" --arg c "$ctrl_key" '{dhchapKey:$k, dhchapCtrlKey:$c}')" 2>&1)"; then
+    fail "NodeStage with the right NQN but the wrong host key succeeded"
+  fi
+  [[ "$(vm_sh consumer-a "$sub" "$nqn")" == 0 ]] || fail "a controller is connected after the wrong host key"
+  step "right NQN, wrong host key: refused by the target ($(tr '\n' ' ' <<<"$out" | cut -c1-160))"
+  if out="$(s8_stage s8-dhchap consumer-a "$(jq -cn --arg k "$key" --arg c "$wrong" '{dhchapKey:$k, dhchapCtrlKey:$c}')" 2>&1)"; then
+    fail "NodeStage with the wrong controller key succeeded (the host did not check the target)"
+  fi
+  [[ "$(vm_sh consumer-a "$sub" "$nqn")" == 0 ]] || fail "a controller is connected after the wrong controller key"
+  step "right host key, wrong controller key: the host refuses the target"
+  if out="$(s8_stage s8-dhchap consumer-a '{}' 2>&1)"; then fail "NodeStage without secrets succeeded"; fi
+  [[ "$out" == *secrets.dhchapKey* ]] || fail "NodeStage without secrets: $out"
+  step "no secrets: refused naming secrets.dhchapKey"
+  s8_stage s8-dhchap consumer-a "$secrets" >/dev/null || fail "NodeStage with the right keys"
+  [[ "$(vm_sh consumer-a "$sub" "$nqn")" == 1 ]] || fail "no controller connected with the right keys"
+  node_csi consumer-a NodePublishVolume "$(jq -cn --arg v s8-dhchap --arg s "$(staging s8-dhchap)" \
+    --arg t "$(target s8-dhchap)" --argjson cap "${V_CAP[s8-dhchap]}" --argjson vc "${V_CTX[s8-dhchap]}" \
+    --argjson pc "${P_CTX[s8-dhchap:consumer-a]}" \
+    '{volumeId:$v, publishContext:$pc, stagingTargetPath:$s, targetPath:$t, volumeCapability:$cap, volumeContext:$vc}')" \
+    >/dev/null || fail "NodePublishVolume s8-dhchap"
+  w="$(fill consumer-a "$(target s8-dhchap)" 4)"
+  r="$(sum storage "$(backing s8-dhchap)" 4)"
+  same "DH-HMAC-CHAP session data" "$w" "$r"
+  if vm_exec storage grep -rlF "${key:10:24}" /e2e/out /var/lib/pillar-csi/controller >/dev/null; then
+    fail "the DH-HMAC-CHAP key is in a log or in the store"
+  fi
+  if vm_exec consumer-a grep -rlF "${key:10:24}" /e2e/out /var/lib/pillar-csi/node >/dev/null; then
+    fail "the DH-HMAC-CHAP key is in the node plugin's log or state"
+  fi
+  step "no log, store or stage record holds the key"
+  detach s8-dhchap consumer-a
   delete s8-dhchap
 
   # NFS root squashing.
