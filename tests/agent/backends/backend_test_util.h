@@ -16,7 +16,7 @@ inline constexpr char kOtherOwner[] = "99999999-2222-4333-8444-555555555555";
 // command ran and no path was touched.
 inline void ExpectEveryOperationRefused(Backend& b) {
   constexpr int64_t kSize = int64_t{1} << 30;
-  EXPECT_EQ(b.Create("v", kSize, VolumeMode::kBlock, {}, kOwner).status().code(),
+  EXPECT_EQ(b.Create("v", kSize, VolumeMode::kBlock, {}, kOwner, std::nullopt).status().code(),
             Code::kInvalidArgument);
   EXPECT_EQ(b.Expand("v", kSize, kOwner).status().code(), Code::kInvalidArgument);
   EXPECT_EQ(b.Delete("v", kOwner).code(), Code::kInvalidArgument);

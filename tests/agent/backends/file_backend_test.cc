@@ -73,8 +73,9 @@ TEST(FileBackendConfigTest, BadPoolNamesAndDirectoriesRefuseEverything) {
 TEST_F(FileBackendTest, RefusesBadVolumeNamesBeforeTouchingAnything) {
   for (const char* bad : {"../x", "-rf", "a;b", "", "a/b", ".pillar"}) {
     SCOPED_TRACE(bad);
-    EXPECT_EQ(backend_->Create(bad, kGiB, VolumeMode::kBlock, {}, kOwner).status().code(),
-              Code::kInvalidArgument);
+    EXPECT_EQ(
+        backend_->Create(bad, kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).status().code(),
+        Code::kInvalidArgument);
     EXPECT_EQ(backend_->Expand(bad, kGiB, kOwner).status().code(), Code::kInvalidArgument);
     EXPECT_EQ(backend_->Delete(bad, kOwner).code(), Code::kInvalidArgument);
     EXPECT_EQ(backend_->Get(bad).status().code(), Code::kInvalidArgument);
@@ -86,18 +87,20 @@ TEST_F(FileBackendTest, RefusesBadVolumeNamesBeforeTouchingAnything) {
 }
 
 TEST_F(FileBackendTest, RefusesNonPositiveSizesAndAnyParameter) {
-  EXPECT_EQ(backend_->Create("v", 0, VolumeMode::kBlock, {}, kOwner).status().code(),
+  EXPECT_EQ(backend_->Create("v", 0, VolumeMode::kBlock, {}, kOwner, std::nullopt).status().code(),
             Code::kInvalidArgument);
-  EXPECT_EQ(backend_->Create("v", -1, VolumeMode::kFilesystem, {}, kOwner).status().code(),
-            Code::kInvalidArgument);
-  auto r = backend_->Create("v", kGiB, VolumeMode::kBlock, {{"compression", "lz4"}}, kOwner);
+  EXPECT_EQ(
+      backend_->Create("v", -1, VolumeMode::kFilesystem, {}, kOwner, std::nullopt).status().code(),
+      Code::kInvalidArgument);
+  auto r = backend_->Create("v", kGiB, VolumeMode::kBlock, {{"compression", "lz4"}}, kOwner,
+                            std::nullopt);
   EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
   EXPECT_THAT(r.status().message(), HasSubstr("compression"));
   EXPECT_THAT(*fs_.ListDir(tmp_.path()), IsEmpty());
 }
 
 TEST_F(FileBackendTest, CreateBlockMakesASparseImageOfExactSize) {
-  auto vol = backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner);
+  auto vol = backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt);
   ASSERT_TRUE(vol.ok()) << vol.status().ToString();
   EXPECT_EQ(vol->name, "vol-1");
   EXPECT_EQ(vol->size_bytes, kGiB);
@@ -109,33 +112,36 @@ TEST_F(FileBackendTest, CreateBlockMakesASparseImageOfExactSize) {
   EXPECT_THAT(exec_.calls(), IsEmpty());  // attaching is Expose's job
 
   // A loop device drops a partial last sector, so sizes round up to 512.
-  auto odd = backend_->Create("odd", 1000, VolumeMode::kBlock, {}, kOwner);
+  auto odd = backend_->Create("odd", 1000, VolumeMode::kBlock, {}, kOwner, std::nullopt);
   ASSERT_TRUE(odd.ok());
   EXPECT_EQ(odd->size_bytes, 1024);
   EXPECT_EQ(*fs_.FileSize(Image("odd")), 1024);
 }
 
 TEST_F(FileBackendTest, CreateIsIdempotentAndRefusesMismatches) {
-  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner).ok());
-  auto again = backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner);
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
+  auto again = backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->size_bytes, kGiB);
-  auto smaller = backend_->Create("vol-1", kMiB, VolumeMode::kBlock, {}, kOwner);
+  auto smaller = backend_->Create("vol-1", kMiB, VolumeMode::kBlock, {}, kOwner, std::nullopt);
   ASSERT_TRUE(smaller.ok());
   EXPECT_EQ(smaller->size_bytes, kGiB);
 
-  auto bigger = backend_->Create("vol-1", 2 * kGiB, VolumeMode::kBlock, {}, kOwner);
+  auto bigger = backend_->Create("vol-1", 2 * kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt);
   EXPECT_EQ(bigger.status().code(), Code::kAlreadyExists);
   EXPECT_THAT(bigger.status().message(), HasSubstr("images/vol-1"));
-  auto other_mode = backend_->Create("vol-1", kGiB, VolumeMode::kFilesystem, {}, kOwner);
+  auto other_mode =
+      backend_->Create("vol-1", kGiB, VolumeMode::kFilesystem, {}, kOwner, std::nullopt);
   EXPECT_EQ(other_mode.status().code(), Code::kAlreadyExists);
   EXPECT_THAT(other_mode.status().message(), HasSubstr("images/vol-1"));
   EXPECT_EQ(*fs_.FileSize(Image("vol-1")), kGiB);  // untouched
   EXPECT_FALSE(fs_.Exists(tmp_.Sub("vol-1")));
 
-  ASSERT_TRUE(backend_->Create("fs-1", kGiB, VolumeMode::kFilesystem, {}, kOwner).ok());
-  EXPECT_EQ(backend_->Create("fs-1", kGiB, VolumeMode::kBlock, {}, kOwner).status().code(),
-            Code::kAlreadyExists);
+  ASSERT_TRUE(
+      backend_->Create("fs-1", kGiB, VolumeMode::kFilesystem, {}, kOwner, std::nullopt).ok());
+  EXPECT_EQ(
+      backend_->Create("fs-1", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).status().code(),
+      Code::kAlreadyExists);
   EXPECT_FALSE(fs_.Exists(Image("fs-1")));
 }
 
@@ -147,7 +153,7 @@ TEST_F(FileBackendTest, AnImageWithoutOwnershipMarkIsNeverTouched) {
     std::ofstream out(Image("precious"));
     out << data;
   }
-  auto adopt = backend_->Create("precious", 1, VolumeMode::kBlock, {}, kOwner);
+  auto adopt = backend_->Create("precious", 1, VolumeMode::kBlock, {}, kOwner, std::nullopt);
   EXPECT_EQ(adopt.status().code(), Code::kAlreadyExists);
   EXPECT_THAT(adopt.status().message(),
               HasSubstr("file pool images: precious.img exists and is not pillar's"));
@@ -160,16 +166,18 @@ TEST_F(FileBackendTest, AnImageWithoutOwnershipMarkIsNeverTouched) {
   ASSERT_TRUE(backend_->SetOwner("precious", kOwner).ok());
   EXPECT_EQ(backend_->Get("precious")->owner_uid, kOwner);
   EXPECT_EQ(backend_->SetOwner("precious", kOtherOwner).code(), Code::kAlreadyExists);
-  EXPECT_EQ(backend_->Create("precious", 1, VolumeMode::kBlock, {}, kOtherOwner).status().code(),
+  EXPECT_EQ(backend_->Create("precious", 1, VolumeMode::kBlock, {}, kOtherOwner, std::nullopt)
+                .status()
+                .code(),
             Code::kAlreadyExists);
   EXPECT_EQ(backend_->Delete("precious", kOtherOwner).code(), Code::kFailedPrecondition);
-  EXPECT_TRUE(backend_->Create("precious", 1, VolumeMode::kBlock, {}, kOwner).ok());
+  EXPECT_TRUE(backend_->Create("precious", 1, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
   EXPECT_EQ(*fs_.ReadFile(Image("precious")), data);
   EXPECT_EQ(backend_->SetOwner("nope", kOwner).code(), Code::kNotFound);
 }
 
 TEST_F(FileBackendTest, CreatedVolumesCarryTheirOwnerInA0600Sidecar) {
-  ASSERT_TRUE(backend_->Create("vol-1", kMiB, VolumeMode::kBlock, {}, kOwner).ok());
+  ASSERT_TRUE(backend_->Create("vol-1", kMiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
   auto sidecar = ParseFileSidecar(*fs_.ReadFile(tmp_.Sub(".pillar/vol-1.json")));
   ASSERT_TRUE(sidecar.ok());
   EXPECT_EQ(sidecar->mode, VolumeMode::kBlock);
@@ -181,7 +189,9 @@ TEST_F(FileBackendTest, CreatedVolumesCarryTheirOwnerInA0600Sidecar) {
   ASSERT_TRUE(list.ok());
   ASSERT_EQ(list->size(), 1U);
   EXPECT_EQ((*list)[0].owner_uid, kOwner);
-  EXPECT_EQ(backend_->Create("vol-1", kMiB, VolumeMode::kBlock, {}, "not-a-uuid").status().code(),
+  EXPECT_EQ(backend_->Create("vol-1", kMiB, VolumeMode::kBlock, {}, "not-a-uuid", std::nullopt)
+                .status()
+                .code(),
             Code::kInvalidArgument);
 }
 
@@ -204,7 +214,7 @@ TEST(FileSidecarTest, ParsesOldAndNewFormsAndRefusesTheRest) {
 }
 
 TEST_F(FileBackendTest, CreateFilesystemMakesADirectoryAndRecordsItsSize) {
-  auto vol = backend_->Create("fs-1", 5 * kGiB, VolumeMode::kFilesystem, {}, kOwner);
+  auto vol = backend_->Create("fs-1", 5 * kGiB, VolumeMode::kFilesystem, {}, kOwner, std::nullopt);
   ASSERT_TRUE(vol.ok()) << vol.status().ToString();
   EXPECT_EQ(vol->mode, VolumeMode::kFilesystem);
   EXPECT_EQ(vol->export_path, tmp_.Sub("fs-1"));
@@ -221,18 +231,21 @@ TEST_F(FileBackendTest, CreateFilesystemMakesADirectoryAndRecordsItsSize) {
 TEST_F(FileBackendTest, CreateFilesystemAdoptsOnlyAnEmptyDirectoryWithoutSidecar) {
   ASSERT_TRUE(fs_.MakeDir(tmp_.Sub("empty")).ok());
   EXPECT_EQ(backend_->Get("empty").status().code(), Code::kNotFound);  // not ours yet
-  EXPECT_TRUE(backend_->Create("empty", kGiB, VolumeMode::kFilesystem, {}, kOwner).ok());
+  EXPECT_TRUE(
+      backend_->Create("empty", kGiB, VolumeMode::kFilesystem, {}, kOwner, std::nullopt).ok());
 
   ASSERT_TRUE(fs_.MakeDir(tmp_.Sub("data")).ok());
   ASSERT_TRUE(fs_.WriteFile(tmp_.Sub("data/precious"), "x").ok());
-  auto r = backend_->Create("data", kGiB, VolumeMode::kFilesystem, {}, kOwner);
+  auto r = backend_->Create("data", kGiB, VolumeMode::kFilesystem, {}, kOwner, std::nullopt);
   EXPECT_EQ(r.status().code(), Code::kAlreadyExists);
   EXPECT_THAT(r.status().message(), HasSubstr("not empty"));
   EXPECT_FALSE(fs_.Exists(tmp_.Sub(".pillar/data.json")));
 
   // The block image of volume "x" occupies the path of filesystem "x.img".
-  ASSERT_TRUE(backend_->Create("x", kMiB, VolumeMode::kBlock, {}, kOwner).ok());
-  EXPECT_EQ(backend_->Create("x.img", kMiB, VolumeMode::kFilesystem, {}, kOwner).status().code(),
+  ASSERT_TRUE(backend_->Create("x", kMiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
+  EXPECT_EQ(backend_->Create("x.img", kMiB, VolumeMode::kFilesystem, {}, kOwner, std::nullopt)
+                .status()
+                .code(),
             Code::kAlreadyExists);
 }
 
@@ -243,7 +256,8 @@ TEST_F(FileBackendTest, GetOfAMissingVolumeIsNotFound) {
 }
 
 TEST_F(FileBackendTest, CorruptSidecarIsInternal) {
-  ASSERT_TRUE(backend_->Create("fs-1", kGiB, VolumeMode::kFilesystem, {}, kOwner).ok());
+  ASSERT_TRUE(
+      backend_->Create("fs-1", kGiB, VolumeMode::kFilesystem, {}, kOwner, std::nullopt).ok());
   ASSERT_TRUE(fs_.WriteFile(tmp_.Sub(".pillar/fs-1.json"), "{\"size_bytes\": \"big\"}").ok());
   auto r = backend_->Get("fs-1");
   EXPECT_EQ(r.status().code(), Code::kInternal);
@@ -262,7 +276,7 @@ TEST_F(FileBackendTest, ASymlinkedImageIsNeverTakenForAVolume) {
 }
 
 TEST_F(FileBackendTest, ExpandGrowsTheImageAndTellsAnAttachedLoopDevice) {
-  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner).ok());
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
   OnLoopList(LoopJson("/dev/loop7", Image("vol-1")));
   exec_.OnOutput({"losetup", "--set-capacity"}, "");
   auto vol = backend_->Expand("vol-1", 2 * kGiB, kOwner);
@@ -274,7 +288,7 @@ TEST_F(FileBackendTest, ExpandGrowsTheImageAndTellsAnAttachedLoopDevice) {
 }
 
 TEST_F(FileBackendTest, ExpandOfADetachedImageOnlyGrowsTheFile) {
-  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner).ok());
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
   OnLoopList(kNoLoops);
   ASSERT_TRUE(backend_->Expand("vol-1", 3 * kGiB, kOwner).ok());
   EXPECT_EQ(*fs_.FileSize(Image("vol-1")), 3 * kGiB);
@@ -282,7 +296,7 @@ TEST_F(FileBackendTest, ExpandOfADetachedImageOnlyGrowsTheFile) {
 }
 
 TEST_F(FileBackendTest, ExpandNeverShrinksAndIsANoOpAtTheSameSize) {
-  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner).ok());
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
   auto same = backend_->Expand("vol-1", kGiB, kOwner);
   ASSERT_TRUE(same.ok());
   EXPECT_EQ(same->size_bytes, kGiB);
@@ -296,7 +310,8 @@ TEST_F(FileBackendTest, ExpandNeverShrinksAndIsANoOpAtTheSameSize) {
 }
 
 TEST_F(FileBackendTest, ExpandFilesystemRewritesTheSidecar) {
-  ASSERT_TRUE(backend_->Create("fs-1", kGiB, VolumeMode::kFilesystem, {}, kOwner).ok());
+  ASSERT_TRUE(
+      backend_->Create("fs-1", kGiB, VolumeMode::kFilesystem, {}, kOwner, std::nullopt).ok());
   auto vol = backend_->Expand("fs-1", 2 * kGiB, kOwner);
   ASSERT_TRUE(vol.ok());
   EXPECT_EQ(vol->size_bytes, 2 * kGiB);
@@ -306,7 +321,7 @@ TEST_F(FileBackendTest, ExpandFilesystemRewritesTheSidecar) {
 }
 
 TEST_F(FileBackendTest, DeleteDetachesThenRemovesTheImage) {
-  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner).ok());
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
   OnLoopList(LoopJson("/dev/loop3", Image("vol-1")));
   exec_.OnOutput({"losetup", "--detach"}, "");
   ASSERT_TRUE(backend_->Delete("vol-1", kOwner).ok());
@@ -319,7 +334,7 @@ TEST_F(FileBackendTest, DeleteDetachesThenRemovesTheImage) {
 }
 
 TEST_F(FileBackendTest, DeleteKeepsTheImageWhenDetachFails) {
-  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner).ok());
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
   OnLoopList(LoopJson("/dev/loop3", Image("vol-1")));
   exec_.OnOutput({"losetup", "--detach"}, "", 1,
                  "losetup: /dev/loop3: detach failed: Permission denied\n");
@@ -331,7 +346,8 @@ TEST_F(FileBackendTest, DeleteKeepsTheImageWhenDetachFails) {
 }
 
 TEST_F(FileBackendTest, DeleteFilesystemRemovesTheTreeAndSidecar) {
-  ASSERT_TRUE(backend_->Create("fs-1", kGiB, VolumeMode::kFilesystem, {}, kOwner).ok());
+  ASSERT_TRUE(
+      backend_->Create("fs-1", kGiB, VolumeMode::kFilesystem, {}, kOwner, std::nullopt).ok());
   ASSERT_TRUE(fs_.MakeDirs(tmp_.Sub("fs-1/a/b")).ok());
   ASSERT_TRUE(fs_.WriteFile(tmp_.Sub("fs-1/a/b/file"), "data").ok());
   ASSERT_TRUE(backend_->Delete("fs-1", kOwner).ok());
@@ -342,8 +358,9 @@ TEST_F(FileBackendTest, DeleteFilesystemRemovesTheTreeAndSidecar) {
 }
 
 TEST_F(FileBackendTest, ListShowsVolumesOnlyAndCapacityComesFromStatvfs) {
-  ASSERT_TRUE(backend_->Create("b-1", kMiB, VolumeMode::kBlock, {}, kOwner).ok());
-  ASSERT_TRUE(backend_->Create("f-1", kGiB, VolumeMode::kFilesystem, {}, kOwner).ok());
+  ASSERT_TRUE(backend_->Create("b-1", kMiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
+  ASSERT_TRUE(
+      backend_->Create("f-1", kGiB, VolumeMode::kFilesystem, {}, kOwner, std::nullopt).ok());
   ASSERT_TRUE(fs_.MakeDir(tmp_.Sub("stray-dir")).ok());          // no sidecar
   ASSERT_TRUE(fs_.WriteFile(tmp_.Sub("notes.txt"), "hi").ok());  // not an image
   ASSERT_TRUE(fs_.WriteFile(tmp_.Sub("-bad.img"), "").ok());     // not a volume name
@@ -366,7 +383,7 @@ TEST_F(FileBackendTest, ListShowsVolumesOnlyAndCapacityComesFromStatvfs) {
 }
 
 TEST_F(FileBackendTest, ExposeAttachesADetachedImage) {
-  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner).ok());
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
   OnLoopList(kNoLoops);
   exec_.OnOutput({"losetup", "--find"}, "/dev/loop4\n");
   auto dev = backend_->Expose("vol-1", VolumeMode::kBlock);
@@ -378,14 +395,14 @@ TEST_F(FileBackendTest, ExposeAttachesADetachedImage) {
 }
 
 TEST_F(FileBackendTest, ExposeReusesAnExistingAttachment) {
-  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner).ok());
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
   OnLoopList(LoopJson("/dev/loop0", Image("vol-1")));
   EXPECT_EQ(*backend_->Expose("vol-1", VolumeMode::kBlock), "/dev/loop0");
   EXPECT_THAT(exec_.CallLines(), ElementsAre(ListCmd("vol-1")));
 }
 
 TEST_F(FileBackendTest, ExposeAcceptsTheSilentOutputOfOlderLosetup) {
-  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner).ok());
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
   OnLoopList("");
   exec_.OnOutput({"losetup", "--find"}, "/dev/loop1\n");
   EXPECT_EQ(*backend_->Expose("vol-1", VolumeMode::kBlock), "/dev/loop1");
@@ -395,7 +412,8 @@ TEST_F(FileBackendTest, ExposeNeverCreatesAndChecksTheMode) {
   auto missing = backend_->Expose("nope", VolumeMode::kBlock);
   EXPECT_EQ(missing.status().code(), Code::kNotFound);
   EXPECT_FALSE(fs_.Exists(Image("nope")));
-  ASSERT_TRUE(backend_->Create("fs-1", kGiB, VolumeMode::kFilesystem, {}, kOwner).ok());
+  ASSERT_TRUE(
+      backend_->Create("fs-1", kGiB, VolumeMode::kFilesystem, {}, kOwner, std::nullopt).ok());
   EXPECT_EQ(*backend_->Expose("fs-1", VolumeMode::kFilesystem), tmp_.Sub("fs-1"));
   EXPECT_EQ(backend_->Expose("fs-1", VolumeMode::kBlock).status().code(),
             Code::kFailedPrecondition);
@@ -403,7 +421,7 @@ TEST_F(FileBackendTest, ExposeNeverCreatesAndChecksTheMode) {
 }
 
 TEST_F(FileBackendTest, ExposeReportsLosetupFailuresWithCommandAndStderr) {
-  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner).ok());
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
   OnLoopList(kNoLoops);
   exec_.OnOutput(
       {"losetup", "--find"}, "", 1,
@@ -415,14 +433,14 @@ TEST_F(FileBackendTest, ExposeReportsLosetupFailuresWithCommandAndStderr) {
 }
 
 TEST_F(FileBackendTest, ExposeRefusesWhatIsNotALoopDevice) {
-  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner).ok());
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
   OnLoopList(kNoLoops);
   exec_.OnOutput({"losetup", "--find"}, "/dev/sda\n");
   EXPECT_EQ(backend_->Expose("vol-1", VolumeMode::kBlock).status().code(), Code::kInternal);
 }
 
 TEST_F(FileBackendTest, MalformedLosetupJsonIsInternal) {
-  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner).ok());
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
   for (const char* bad :
        {"{\"loopdevices\": [", "{\"devices\": []}", "{\"loopdevices\": [{\"back-file\": \"/x\"}]}",
         "{\"loopdevices\": [{\"name\": \"/dev/sda; rm\"}]}"}) {
@@ -438,7 +456,7 @@ TEST_F(FileBackendTest, MalformedLosetupJsonIsInternal) {
 }
 
 TEST_F(FileBackendTest, UnexposeDetachesEveryAttachment) {
-  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner).ok());
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
   const std::string two =
       "{\n   \"loopdevices\": [\n      {\n         \"name\": \"/dev/loop0\",\n         "
       "\"back-file\": \"" +
@@ -464,7 +482,8 @@ TEST_F(FileBackendTest, RealLoopDeviceAttachReuseGrowDetach) {
   }
   SystemExec exec;
   auto backend = std::make_unique<FileBackend>("images", tmp_.path(), exec, fs_);
-  ASSERT_TRUE(backend->Create("real", 64 * kMiB, VolumeMode::kBlock, {}, kOwner).ok());
+  ASSERT_TRUE(
+      backend->Create("real", 64 * kMiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
   struct Detach {
     FileBackend* b;
     ~Detach() { (void)b->Unexpose("real"); }
