@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "agent/backends/backend_test_util.h"
+#include "agent/exporters/configfs_test_util.h"
 #include "common/fake_exec.h"
 #include "common/temp_dir.h"
 
@@ -247,6 +248,144 @@ TEST_F(FileBackendTest, CreateFilesystemAdoptsOnlyAnEmptyDirectoryWithoutSidecar
                 .status()
                 .code(),
             Code::kAlreadyExists);
+}
+
+// The mode and owner of a directory, as stat(2) reports them.
+struct Stat {
+  uint32_t mode = 0;
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+Stat StatOf(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(lstat(path.c_str(), &st), 0) << path;
+  return {st.st_mode & 07777, st.st_uid, st.st_gid};
+}
+
+// PosixFs whose Chmod fails while `fail_chmod` is set: the agent dying
+// between mkdir and chmod leaves the same directory behind.
+class ChmodFailingFs : public PosixFs {
+ public:
+  Status Chmod(const std::string& path, mode_t mode) override {
+    if (fail_chmod) return Internal("chmod " + path + ": injected failure");
+    return PosixFs::Chmod(path, mode);
+  }
+  bool fail_chmod = false;
+};
+
+TEST_F(FileBackendTest, CreateFilesystemGivesItsRootTheModeAndOwnerBeforeTheSidecar) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to give a directory away";
+  testing::RecordingFs recording(fs_);
+  FileBackend b("images", tmp_.path(), exec_, recording);
+  const std::string dir = tmp_.Sub("share");
+  auto vol =
+      b.Create("share", kGiB, VolumeMode::kFilesystem, {}, kOwner, VolumeRoot{02770, 1000, 2000});
+  ASSERT_TRUE(vol.ok()) << vol.status().ToString();
+  Stat st = StatOf(dir);
+  EXPECT_EQ(st.mode, 02770u) << "setgid kept, umask ignored";
+  EXPECT_EQ(st.uid, 1000u);
+  EXPECT_EQ(st.gid, 2000u);
+  // Owner, then mode, then the mark: the directory is no volume until it
+  // has both.
+  EXPECT_THAT(recording.ops(),
+              ElementsAre("mkdir " + dir, "chown " + dir + " = 1000:2000",
+                          "chmod " + dir + " = 2770", "mkdir -p " + tmp_.Sub(".pillar"),
+                          ::testing::StartsWith("write-atomic " + tmp_.Sub(".pillar/share.json"))));
+
+  // World-writable with the sticky bit, owned by root, as a scratch share.
+  ASSERT_TRUE(
+      b.Create("scratch", kGiB, VolumeMode::kFilesystem, {}, kOwner, VolumeRoot{01777, 0, 0}).ok());
+  st = StatOf(tmp_.Sub("scratch"));
+  EXPECT_EQ(st.mode, 01777u);
+  EXPECT_EQ(st.uid, 0u);
+}
+
+TEST_F(FileBackendTest, ARetryNeverChangesTheRootOfACompleteVolume) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to give a directory away";
+  const std::string dir = tmp_.Sub("share");
+  const VolumeRoot root{0770, 1000, 1000};
+  ASSERT_TRUE(backend_->Create("share", kGiB, VolumeMode::kFilesystem, {}, kOwner, root).ok());
+  // Its users changed it since (a pod ran chmod, an admin chowned it).
+  ASSERT_TRUE(fs_.Chmod(dir, 0700).ok());
+  ASSERT_TRUE(fs_.Chown(dir, 2000, 3000).ok());
+
+  testing::RecordingFs recording(fs_);
+  FileBackend b("images", tmp_.path(), exec_, recording);
+  auto again = b.Create("share", kGiB, VolumeMode::kFilesystem, {}, kOwner, root);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_THAT(recording.ops(), IsEmpty());
+  Stat st = StatOf(dir);
+  EXPECT_EQ(st.mode, 0700u);
+  EXPECT_EQ(st.uid, 2000u);
+  EXPECT_EQ(st.gid, 3000u);
+}
+
+TEST_F(FileBackendTest, ACrashBeforeTheModeLeavesNoVolumeAndTheRetryAppliesIt) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to give a directory away";
+  ChmodFailingFs fs;
+  FileBackend b("images", tmp_.path(), exec_, fs);
+  const std::string dir = tmp_.Sub("share");
+  const VolumeRoot root{02775, 1000, 1000};
+  fs.fail_chmod = true;
+  EXPECT_EQ(b.Create("share", kGiB, VolumeMode::kFilesystem, {}, kOwner, root).status().code(),
+            Code::kInternal);
+  // Made and chowned, not yet chmodded: no volume, so nothing exports it.
+  EXPECT_TRUE(fs.IsDir(dir));
+  EXPECT_EQ(StatOf(dir).uid, 1000u);
+  EXPECT_NE(StatOf(dir).mode, 02775u);
+  EXPECT_FALSE(fs.Exists(tmp_.Sub(".pillar/share.json")));
+  EXPECT_EQ(b.Get("share").status().code(), Code::kNotFound);
+  EXPECT_EQ(b.Expose("share", VolumeMode::kFilesystem).status().code(), Code::kNotFound);
+  EXPECT_THAT(*b.List(), IsEmpty());
+
+  fs.fail_chmod = false;
+  auto vol = b.Create("share", kGiB, VolumeMode::kFilesystem, {}, kOwner, root);
+  ASSERT_TRUE(vol.ok()) << vol.status().ToString();
+  Stat st = StatOf(dir);
+  EXPECT_EQ(st.mode, 02775u);
+  EXPECT_EQ(st.uid, 1000u);
+  EXPECT_EQ(st.gid, 1000u);
+  EXPECT_EQ(b.Get("share")->owner_uid, kOwner);
+
+  // Dying right after mkdir leaves an empty root-owned 0755 directory: the
+  // same retry gives it the owner as well as the mode.
+  ASSERT_TRUE(fs.MakeDir(tmp_.Sub("early")).ok());
+  ASSERT_TRUE(b.Create("early", kGiB, VolumeMode::kFilesystem, {}, kOwner, root).ok());
+  st = StatOf(tmp_.Sub("early"));
+  EXPECT_EQ(st.mode, 02775u);
+  EXPECT_EQ(st.uid, 1000u);
+}
+
+TEST_F(FileBackendTest, RootIsRefusedForBlockVolumesAndOutOfRangeAndChangesNothing) {
+  struct Case {
+    VolumeMode mode;
+    VolumeRoot root;
+    const char* says;
+  };
+  for (const Case& c :
+       std::vector<Case>{{VolumeMode::kBlock, {0770, 0, 0}, "filesystem volumes only"},
+                         {VolumeMode::kFilesystem, {010000, 0, 0}, "at most 07777"},
+                         {VolumeMode::kFilesystem, {0770, UINT32_MAX, 0}, "at most 4294967294"},
+                         {VolumeMode::kFilesystem, {0770, 0, UINT32_MAX}, "at most 4294967294"}}) {
+    auto r = backend_->Create("v", kGiB, c.mode, {}, kOwner, c.root);
+    EXPECT_EQ(r.status().code(), Code::kInvalidArgument) << c.says;
+    EXPECT_THAT(r.status().message(), HasSubstr(c.says));
+  }
+  EXPECT_THAT(*fs_.ListDir(tmp_.path()), IsEmpty());
+  EXPECT_THAT(exec_.calls(), IsEmpty());
+}
+
+TEST_F(FileBackendTest, APlantedSymlinkNeverPassesTheRootOnToItsTarget) {
+  testing::TempDir outside;
+  ASSERT_TRUE(fs_.Chmod(outside.path(), 0700).ok());
+  ASSERT_TRUE(fs_.Symlink(outside.path(), tmp_.Sub("share")).ok());
+  auto r = backend_->Create("share", kGiB, VolumeMode::kFilesystem, {}, kOwner,
+                            VolumeRoot{0777, 1000, 1000});
+  EXPECT_EQ(r.status().code(), Code::kFailedPrecondition) << r.status().ToString();
+  Stat st = StatOf(outside.path());
+  EXPECT_EQ(st.mode, 0700u);
+  EXPECT_EQ(st.uid, geteuid());
+  EXPECT_FALSE(fs_.Exists(tmp_.Sub(".pillar/share.json")));
 }
 
 TEST_F(FileBackendTest, GetOfAMissingVolumeIsNotFound) {
