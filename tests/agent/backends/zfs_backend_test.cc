@@ -2,11 +2,14 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <set>
 
 #include "agent/backends/backend_test_util.h"
 #include "common/fake_exec.h"
+#include "common/temp_dir.h"
 
 namespace pillar::agent {
 namespace {
@@ -295,6 +298,120 @@ TEST_F(ZfsBackendTest, AParentCarryingTheOwnershipPropertyIsRefused) {
   EXPECT_EQ(r.status().code(), Code::kFailedPrecondition);
   EXPECT_THAT(r.status().message(), HasSubstr("zfs inherit pillar-csi:volume-uid tank/pillar"));
   EXPECT_EQ(Backend()->List().status().code(), Code::kFailedPrecondition);
+}
+
+// A `zfs list` row of file system fs-2 (2 GiB, kOwner's) mounted at
+// `mountpoint`, with pillar-csi:root-pending `pending` ("-": none).
+std::string Fs2Row(const std::string& pending, const std::string& mountpoint) {
+  return std::string("tank/pillar/fs-2\tfilesystem\t-\t2147483648\t-\t") + kOwner + "\t" + pending +
+         "\t" + mountpoint + "\n";
+}
+
+struct RootStat {
+  uint32_t mode = 0;
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+RootStat StatOf(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(stat(path.c_str(), &st), 0) << path;
+  return {st.st_mode & 07777, st.st_uid, st.st_gid};
+}
+
+TEST_F(ZfsBackendTest, CreateFilesystemRecordsTheRootAppliesItThenClearsIt) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to give a directory away";
+  testing::TempDir mnt;  // where zfs mounted the new file system
+  OnListChangingAfter({"zfs", "create"}, kList,
+                      std::string(kList) + Fs2Row("2770:1000:2000", mnt.path()));
+  exec_.OnOutput({"zfs", "get"}, "yes\n");
+  exec_.OnOutput({"zfs", "inherit"}, "");
+  auto vol = Backend()->Create("fs-2", 2 * kGiB, VolumeMode::kFilesystem, {}, kOwner,
+                               VolumeRoot{02770, 1000, 2000});
+  ASSERT_TRUE(vol.ok()) << vol.status().ToString();
+  EXPECT_EQ(vol->export_path, mnt.path());
+  RootStat st = StatOf(mnt.path());
+  EXPECT_EQ(st.mode, 02770u);
+  EXPECT_EQ(st.uid, 1000u);
+  EXPECT_EQ(st.gid, 2000u);
+  // Recorded by the same zfs create that marks it, cleared only once applied.
+  EXPECT_THAT(
+      exec_.CallLines(),
+      ElementsAre(kListCmd,
+                  "zfs create -o refquota=2147483648 -o pillar-csi:root-pending=2770:1000:2000 "
+                  "-o pillar-csi:volume-uid=11111111-2222-4333-8444-555555555555 -- "
+                  "tank/pillar/fs-2",
+                  kListCmd, "zfs get -Hp -o value mounted -- tank/pillar/fs-2",
+                  "zfs inherit pillar-csi:root-pending tank/pillar/fs-2"));
+}
+
+TEST_F(ZfsBackendTest, ARetryFinishesAPendingRootAndNeverTouchesACompleteOne) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to give a directory away";
+  testing::TempDir mnt;
+  // The agent died after zfs create: marked, its root still pending, and
+  // (after a reboot, say) not mounted.
+  exec_.OnOutput({"zfs", "list"},
+                 std::string(kListParentOnly) + Fs2Row("0770:1000:1000", mnt.path()));
+  exec_.OnOutput({"zfs", "get"}, "no\n");
+  exec_.OnOutput({"zfs", "mount"}, "");
+  exec_.OnOutput({"zfs", "inherit"}, "");
+  const VolumeRoot root{0770, 1000, 1000};
+  auto b = Backend();
+  EXPECT_EQ(b->Expose("fs-2", VolumeMode::kFilesystem).status().code(), Code::kFailedPrecondition);
+  exec_.ClearCalls();
+  auto vol = b->Create("fs-2", 2 * kGiB, VolumeMode::kFilesystem, {}, kOwner, root);
+  ASSERT_TRUE(vol.ok()) << vol.status().ToString();
+  RootStat st = StatOf(mnt.path());
+  EXPECT_EQ(st.mode, 0770u);
+  EXPECT_EQ(st.uid, 1000u);
+  EXPECT_EQ(st.gid, 1000u);
+  EXPECT_THAT(exec_.CallLines(),
+              ElementsAre(kListCmd, "zfs get -Hp -o value mounted -- tank/pillar/fs-2",
+                          "zfs mount -- tank/pillar/fs-2",
+                          "zfs inherit pillar-csi:root-pending tank/pillar/fs-2"));
+
+  // Complete now; its users changed the root since. A retry changes nothing.
+  exec_.OnOutput({"zfs", "list"}, std::string(kListParentOnly) + Fs2Row("-", mnt.path()));
+  ASSERT_TRUE(PosixFs().Chmod(mnt.path(), 0700).ok());
+  ASSERT_TRUE(PosixFs().Chown(mnt.path(), 2000, 3000).ok());
+  exec_.ClearCalls();
+  ASSERT_TRUE(b->Create("fs-2", 2 * kGiB, VolumeMode::kFilesystem, {}, kOwner, root).ok());
+  EXPECT_THAT(exec_.CallLines(), ElementsAre(kListCmd));
+  st = StatOf(mnt.path());
+  EXPECT_EQ(st.mode, 0700u);
+  EXPECT_EQ(st.uid, 2000u);
+  EXPECT_EQ(st.gid, 3000u);
+}
+
+TEST_F(ZfsBackendTest, APendingRootIsNeverExposedAndABadOneIsRefused) {
+  exec_.OnOutput({"zfs", "list"}, std::string(kListParentOnly) + Fs2Row("0770:0:0", "/tank/x"));
+  auto r = Backend()->Expose("fs-2", VolumeMode::kFilesystem);
+  EXPECT_EQ(r.status().code(), Code::kFailedPrecondition);
+  EXPECT_THAT(r.status().message(), HasSubstr("mode 0770, owner 0:0 still to apply"));
+  EXPECT_THAT(exec_.CallLines(), ElementsAre(kListCmd)) << "neither mounted nor exported";
+
+  for (const char* bad : {"770:0:0", "0770:0", "0770:-1:0", "0770:4294967295:0", "0778:0:0",
+                          "07770:0:0", "0770:0:0:0", "yes"}) {
+    exec_.OnOutput({"zfs", "list"}, std::string(kListParentOnly) + Fs2Row(bad, "/tank/x"));
+    auto got = Backend()->Get("fs-2");
+    EXPECT_EQ(got.status().code(), Code::kInternal) << bad;
+    EXPECT_THAT(got.status().message(), HasSubstr("pillar-csi:root-pending")) << bad;
+  }
+
+  // Inherited from the parent, it would hold back every child.
+  exec_.OnOutput({"zfs", "list"}, "tank/pillar\tfilesystem\t-\t0\t-\t-\t0777:0:0\t/tank/pillar\n");
+  auto parent = Backend()->List();
+  EXPECT_EQ(parent.status().code(), Code::kFailedPrecondition);
+  EXPECT_THAT(parent.status().message(),
+              HasSubstr("zfs inherit pillar-csi:root-pending tank/pillar"));
+
+  // A zvol has no root directory.
+  exec_.ClearCalls();
+  EXPECT_EQ(Backend()
+                ->Create("vol-9", kGiB, VolumeMode::kBlock, {}, kOwner, VolumeRoot{0770, 0, 0})
+                .status()
+                .code(),
+            Code::kInvalidArgument);
+  EXPECT_THAT(exec_.calls(), IsEmpty());
 }
 
 TEST_F(ZfsBackendTest, DeleteOfAVolumeWithSnapshotsOrUsersIsFailedPrecondition) {
