@@ -129,8 +129,8 @@ StatusOr<CreateParams> ParseCreateParameters(
   };
   for (const auto& [k, v] : p) {
     static const std::set<std::string> kKnown = {
-        "agent",         "pool",        "protocol",    "acl",  "port",
-        "bindAddress",   "fsType",      "import",      "auth", "inCapsuleDataSize",
+        "agent",         "pool",        "protocol",          "acl",    "port",
+        "bindAddress",   "fsType",      "inCapsuleDataSize", "import", "auth",
         "nfsRootSquash", "nfsRootMode", "nfsRootOwner"};
     if (kKnown.count(k) == 0 && k.rfind("backend.", 0) != 0 &&
         k.rfind("csi.storage.k8s.io/", 0) != 0) {

@@ -14,10 +14,14 @@ const char* VolumeModeName(VolumeMode mode) {
   return "unknown";
 }
 
+std::string OctalMode(uint32_t mode) {
+  char octal[16];
+  std::snprintf(octal, sizeof(octal), "%04o", mode);
+  return octal;
+}
+
 std::string DescribeVolumeRoot(const VolumeRoot& root) {
-  char mode[16];
-  std::snprintf(mode, sizeof(mode), "%04o", root.mode);
-  return std::string("mode ") + mode + ", owner " + std::to_string(root.uid) + ":" +
+  return "mode " + OctalMode(root.mode) + ", owner " + std::to_string(root.uid) + ":" +
          std::to_string(root.gid);
 }
 

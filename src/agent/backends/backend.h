@@ -41,6 +41,8 @@ struct VolumeRoot {
   bool operator==(const VolumeRoot&) const = default;
 };
 
+// Permission bits as four octal digits, as chmod takes them: "2770".
+std::string OctalMode(uint32_t mode);
 // "mode 2770, owner 1000:1000", for messages.
 std::string DescribeVolumeRoot(const VolumeRoot& root);
 

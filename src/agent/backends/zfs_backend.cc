@@ -1,6 +1,5 @@
 #include "agent/backends/zfs_backend.h"
 
-#include <cstdio>
 #include <regex>
 #include <set>
 #include <string_view>
@@ -105,9 +104,7 @@ StatusOr<int64_t> NumberColumn(const Command& cmd, const std::string& text, cons
 }
 
 std::string FormatRootPending(const VolumeRoot& root) {
-  char mode[16];
-  std::snprintf(mode, sizeof(mode), "%04o", root.mode);
-  return std::string(mode) + ":" + std::to_string(root.uid) + ":" + std::to_string(root.gid);
+  return OctalMode(root.mode) + ":" + std::to_string(root.uid) + ":" + std::to_string(root.gid);
 }
 
 std::optional<VolumeRoot> ParseRootPending(const std::string& text) {
