@@ -509,13 +509,14 @@ TEST_F(CsiControllerTest, NfsRecordsRootSquashUnlessOptedOut) {
 }
 
 TEST_F(CsiControllerTest, NfsSendsTheRootModeAndOwnerToTheAgentAndRecordsTheParameters) {
-  auto create = [&](const std::string& name, const std::map<std::string, std::string>& extra) {
+  auto create = [&](const std::string& name, const std::map<std::string, std::string>& extra,
+                    bool block = false) {
     csi::v1::CreateVolumeRequest req;
     req.set_name(name);
-    *req.add_volume_capabilities() = Capability(false);
+    *req.add_volume_capabilities() = Capability(block);
     (*req.mutable_parameters())["agent"] = kAgentRef;
     (*req.mutable_parameters())["pool"] = "tank";
-    (*req.mutable_parameters())["protocol"] = "nfs";
+    (*req.mutable_parameters())["protocol"] = block ? "nvmeof-tcp" : "nfs";
     for (const auto& [k, v] : extra) (*req.mutable_parameters())[k] = v;
     csi::v1::CreateVolumeResponse resp;
     return csi_->CreateVolume(nullptr, &req, &resp);
@@ -541,14 +542,7 @@ TEST_F(CsiControllerTest, NfsSendsTheRootModeAndOwnerToTheAgentAndRecordsThePara
             grpc::StatusCode::ALREADY_EXISTS);
 
   // A block volume's request carries none.
-  csi::v1::CreateVolumeRequest blk;
-  blk.set_name("blk");
-  *blk.add_volume_capabilities() = Capability();
-  (*blk.mutable_parameters())["agent"] = kAgentRef;
-  (*blk.mutable_parameters())["pool"] = "tank";
-  (*blk.mutable_parameters())["protocol"] = "nvmeof-tcp";
-  csi::v1::CreateVolumeResponse resp;
-  s = csi_->CreateVolume(nullptr, &blk, &resp);
+  s = create("blk", {}, /*block=*/true);
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_FALSE(agent_->Creates().back().has_root());
 

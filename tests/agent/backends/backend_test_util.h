@@ -2,6 +2,9 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <string>
 
 #include "agent/backends/backend.h"
 
@@ -25,6 +28,14 @@ inline void ExpectEveryOperationRefused(Backend& b) {
   EXPECT_EQ(b.Capacity().status().code(), Code::kInvalidArgument);
   EXPECT_EQ(b.Expose("v", VolumeMode::kBlock).status().code(), Code::kInvalidArgument);
   EXPECT_EQ(b.Unexpose("v").code(), Code::kInvalidArgument);
+}
+
+// The permission bits and owner of `path` itself (lstat), to check what a
+// Create gave a volume's root directory.
+inline VolumeRoot RootOf(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(lstat(path.c_str(), &st), 0) << path;
+  return {st.st_mode & 07777, st.st_uid, st.st_gid};
 }
 
 }  // namespace pillar::agent

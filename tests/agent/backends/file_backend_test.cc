@@ -250,18 +250,6 @@ TEST_F(FileBackendTest, CreateFilesystemAdoptsOnlyAnEmptyDirectoryWithoutSidecar
             Code::kAlreadyExists);
 }
 
-// The mode and owner of a directory, as stat(2) reports them.
-struct Stat {
-  uint32_t mode = 0;
-  uid_t uid = 0;
-  gid_t gid = 0;
-};
-Stat StatOf(const std::string& path) {
-  struct stat st {};
-  EXPECT_EQ(lstat(path.c_str(), &st), 0) << path;
-  return {st.st_mode & 07777, st.st_uid, st.st_gid};
-}
-
 // PosixFs whose Chmod fails while `fail_chmod` is set: the agent dying
 // between mkdir and chmod leaves the same directory behind.
 class ChmodFailingFs : public PosixFs {
@@ -281,7 +269,7 @@ TEST_F(FileBackendTest, CreateFilesystemGivesItsRootTheModeAndOwnerBeforeTheSide
   auto vol =
       b.Create("share", kGiB, VolumeMode::kFilesystem, {}, kOwner, VolumeRoot{02770, 1000, 2000});
   ASSERT_TRUE(vol.ok()) << vol.status().ToString();
-  Stat st = StatOf(dir);
+  VolumeRoot st = RootOf(dir);
   EXPECT_EQ(st.mode, 02770u) << "setgid kept, umask ignored";
   EXPECT_EQ(st.uid, 1000u);
   EXPECT_EQ(st.gid, 2000u);
@@ -295,7 +283,7 @@ TEST_F(FileBackendTest, CreateFilesystemGivesItsRootTheModeAndOwnerBeforeTheSide
   // World-writable with the sticky bit, owned by root, as a scratch share.
   ASSERT_TRUE(
       b.Create("scratch", kGiB, VolumeMode::kFilesystem, {}, kOwner, VolumeRoot{01777, 0, 0}).ok());
-  st = StatOf(tmp_.Sub("scratch"));
+  st = RootOf(tmp_.Sub("scratch"));
   EXPECT_EQ(st.mode, 01777u);
   EXPECT_EQ(st.uid, 0u);
 }
@@ -314,7 +302,7 @@ TEST_F(FileBackendTest, ARetryNeverChangesTheRootOfACompleteVolume) {
   auto again = b.Create("share", kGiB, VolumeMode::kFilesystem, {}, kOwner, root);
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_THAT(recording.ops(), IsEmpty());
-  Stat st = StatOf(dir);
+  VolumeRoot st = RootOf(dir);
   EXPECT_EQ(st.mode, 0700u);
   EXPECT_EQ(st.uid, 2000u);
   EXPECT_EQ(st.gid, 3000u);
@@ -331,8 +319,8 @@ TEST_F(FileBackendTest, ACrashBeforeTheModeLeavesNoVolumeAndTheRetryAppliesIt) {
             Code::kInternal);
   // Made and chowned, not yet chmodded: no volume, so nothing exports it.
   EXPECT_TRUE(fs.IsDir(dir));
-  EXPECT_EQ(StatOf(dir).uid, 1000u);
-  EXPECT_NE(StatOf(dir).mode, 02775u);
+  EXPECT_EQ(RootOf(dir).uid, 1000u);
+  EXPECT_NE(RootOf(dir).mode, 02775u);
   EXPECT_FALSE(fs.Exists(tmp_.Sub(".pillar/share.json")));
   EXPECT_EQ(b.Get("share").status().code(), Code::kNotFound);
   EXPECT_EQ(b.Expose("share", VolumeMode::kFilesystem).status().code(), Code::kNotFound);
@@ -341,7 +329,7 @@ TEST_F(FileBackendTest, ACrashBeforeTheModeLeavesNoVolumeAndTheRetryAppliesIt) {
   fs.fail_chmod = false;
   auto vol = b.Create("share", kGiB, VolumeMode::kFilesystem, {}, kOwner, root);
   ASSERT_TRUE(vol.ok()) << vol.status().ToString();
-  Stat st = StatOf(dir);
+  VolumeRoot st = RootOf(dir);
   EXPECT_EQ(st.mode, 02775u);
   EXPECT_EQ(st.uid, 1000u);
   EXPECT_EQ(st.gid, 1000u);
@@ -351,7 +339,7 @@ TEST_F(FileBackendTest, ACrashBeforeTheModeLeavesNoVolumeAndTheRetryAppliesIt) {
   // same retry gives it the owner as well as the mode.
   ASSERT_TRUE(fs.MakeDir(tmp_.Sub("early")).ok());
   ASSERT_TRUE(b.Create("early", kGiB, VolumeMode::kFilesystem, {}, kOwner, root).ok());
-  st = StatOf(tmp_.Sub("early"));
+  st = RootOf(tmp_.Sub("early"));
   EXPECT_EQ(st.mode, 02775u);
   EXPECT_EQ(st.uid, 1000u);
 }
@@ -382,7 +370,7 @@ TEST_F(FileBackendTest, APlantedSymlinkNeverPassesTheRootOnToItsTarget) {
   auto r = backend_->Create("share", kGiB, VolumeMode::kFilesystem, {}, kOwner,
                             VolumeRoot{0777, 1000, 1000});
   EXPECT_EQ(r.status().code(), Code::kFailedPrecondition) << r.status().ToString();
-  Stat st = StatOf(outside.path());
+  VolumeRoot st = RootOf(outside.path());
   EXPECT_EQ(st.mode, 0700u);
   EXPECT_EQ(st.uid, geteuid());
   EXPECT_FALSE(fs_.Exists(tmp_.Sub(".pillar/share.json")));

@@ -307,17 +307,6 @@ std::string Fs2Row(const std::string& pending, const std::string& mountpoint) {
          "\t" + mountpoint + "\n";
 }
 
-struct RootStat {
-  uint32_t mode = 0;
-  uid_t uid = 0;
-  gid_t gid = 0;
-};
-RootStat StatOf(const std::string& path) {
-  struct stat st {};
-  EXPECT_EQ(stat(path.c_str(), &st), 0) << path;
-  return {st.st_mode & 07777, st.st_uid, st.st_gid};
-}
-
 TEST_F(ZfsBackendTest, CreateFilesystemRecordsTheRootAppliesItThenClearsIt) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to give a directory away";
   testing::TempDir mnt;  // where zfs mounted the new file system
@@ -329,7 +318,7 @@ TEST_F(ZfsBackendTest, CreateFilesystemRecordsTheRootAppliesItThenClearsIt) {
                                VolumeRoot{02770, 1000, 2000});
   ASSERT_TRUE(vol.ok()) << vol.status().ToString();
   EXPECT_EQ(vol->export_path, mnt.path());
-  RootStat st = StatOf(mnt.path());
+  VolumeRoot st = RootOf(mnt.path());
   EXPECT_EQ(st.mode, 02770u);
   EXPECT_EQ(st.uid, 1000u);
   EXPECT_EQ(st.gid, 2000u);
@@ -360,7 +349,7 @@ TEST_F(ZfsBackendTest, ARetryFinishesAPendingRootAndNeverTouchesACompleteOne) {
   exec_.ClearCalls();
   auto vol = b->Create("fs-2", 2 * kGiB, VolumeMode::kFilesystem, {}, kOwner, root);
   ASSERT_TRUE(vol.ok()) << vol.status().ToString();
-  RootStat st = StatOf(mnt.path());
+  VolumeRoot st = RootOf(mnt.path());
   EXPECT_EQ(st.mode, 0770u);
   EXPECT_EQ(st.uid, 1000u);
   EXPECT_EQ(st.gid, 1000u);
@@ -376,7 +365,7 @@ TEST_F(ZfsBackendTest, ARetryFinishesAPendingRootAndNeverTouchesACompleteOne) {
   exec_.ClearCalls();
   ASSERT_TRUE(b->Create("fs-2", 2 * kGiB, VolumeMode::kFilesystem, {}, kOwner, root).ok());
   EXPECT_THAT(exec_.CallLines(), ElementsAre(kListCmd));
-  st = StatOf(mnt.path());
+  st = RootOf(mnt.path());
   EXPECT_EQ(st.mode, 0700u);
   EXPECT_EQ(st.uid, 2000u);
   EXPECT_EQ(st.gid, 3000u);
