@@ -1,6 +1,7 @@
 // The CSI create-parameter parser takes a storage class's parameters as the
 // CO passes them. The input is read as "key=value" lines; any map gives an
-// error or parameters that name a valid agent and pool, never a crash.
+// error or parameters that name a valid agent and pool (and, for NFS, a
+// root mode and owner chmod/chown can take), never a crash.
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -25,6 +26,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!pillar::validate::ObjectName("agent", parsed->agent_ref).ok() ||
       !pillar::validate::PoolName("pool", parsed->pool).ok() || parsed->port < 0 ||
       parsed->port > 65535) {
+    std::abort();
+  }
+  // The NFS root goes to chmod/chown: a mode of at most 07777 and never the
+  // id chown takes for "unchanged"; and only an NFS volume has one.
+  if (parsed->nfs_root_mode > 07777 || parsed->nfs_root_uid == UINT32_MAX ||
+      parsed->nfs_root_gid == UINT32_MAX) {
+    std::abort();
+  }
+  if (parsed->protocol != pillar::Protocol::kNfs &&
+      (params.count("nfsRootMode") != 0 || params.count("nfsRootOwner") != 0)) {
     std::abort();
   }
   return 0;

@@ -167,7 +167,8 @@ StatusOr<VolumeInfo> AgentCore::CreateVolume(const std::string& pool, const std:
                                              int64_t size_bytes, VolumeMode mode,
                                              const std::string& volume_uid,
                                              const std::map<std::string, std::string>& params,
-                                             bool import_existing) {
+                                             bool import_existing,
+                                             const std::optional<VolumeRoot>& root) {
   RETURN_IF_ERROR(validate::PoolName("pool", pool));
   RETURN_IF_ERROR(validate::VolumeName("name", name));
   RETURN_IF_ERROR(validate::Uuid("volumeUid", volume_uid));
@@ -209,7 +210,8 @@ StatusOr<VolumeInfo> AgentCore::CreateVolume(const std::string& pool, const std:
                     "; import=true adopts existing storage and never creates any");
   }
   // Refuses (ALREADY_EXISTS) an existing object that is not volume_uid's.
-  ASSIGN_OR_RETURN(BackendVolume vol, backend->Create(name, size_bytes, mode, params, volume_uid));
+  ASSIGN_OR_RETURN(BackendVolume vol,
+                   backend->Create(name, size_bytes, mode, params, volume_uid, root));
   RETURN_IF_ERROR(marks_.Reset(id, volume_uid));
   log::Info("volume ready", {{"volume", id}, {"sizeBytes", vol.size_bytes}});
   return VolumeInfo{id, pool, backend->kind(), std::move(vol), volume_uid};

@@ -85,11 +85,14 @@ class AgentCore {
   // is NOT_FOUND). Expand and Delete act only on volume_uid's storage. An
   // object of a pillar older than the marks carries none: the agent's
   // fencing mark of the same uid vouches for it, and it is marked then.
+  // `root` goes to a new filesystem volume's root directory (Backend::Create);
+  // existing storage, imported or not, keeps its own.
   StatusOr<VolumeInfo> CreateVolume(const std::string& pool, const std::string& name,
                                     int64_t size_bytes, VolumeMode mode,
                                     const std::string& volume_uid,
                                     const std::map<std::string, std::string>& params,
-                                    bool import_existing = false);
+                                    bool import_existing = false,
+                                    const std::optional<VolumeRoot>& root = std::nullopt);
   StatusOr<VolumeInfo> ExpandVolume(const std::string& agent_volume_id, int64_t size_bytes,
                                     const std::string& volume_uid);
   Status DeleteVolume(const std::string& agent_volume_id, const std::string& volume_uid);

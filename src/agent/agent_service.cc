@@ -116,8 +116,10 @@ grpc::Status AgentService::CreateVolume(grpc::ServerContext* ctx,
   auto mode = ModeFromProto(req->mode());
   if (!mode.ok()) return Reply(ctx, mode.status());
   std::map<std::string, std::string> params(req->parameters().begin(), req->parameters().end());
+  std::optional<VolumeRoot> root;
+  if (req->has_root()) root = VolumeRoot{req->root().mode(), req->root().uid(), req->root().gid()};
   auto vol = core_.CreateVolume(req->pool(), req->name(), req->size_bytes(), *mode,
-                                req->volume_uid(), params, req->import_existing());
+                                req->volume_uid(), params, req->import_existing(), root);
   if (!vol.ok()) return Reply(ctx, vol.status());
   FillVolume(*vol, resp->mutable_volume());
   return grpc::Status::OK;

@@ -3,6 +3,8 @@
 // through an Fs so tests can point the real logic at a temporary tree.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -55,6 +57,11 @@ class Fs {
   // a symlink and never descends into another mounted file system
   // (FAILED_PRECONDITION), so a planted link or mount cannot widen the delete.
   virtual Status RemoveTree(const std::string& path) = 0;
+  // Sets the permission bits (setuid/setgid/sticky included, at most 07777)
+  // and the owner of path itself, never of a symlink's target: a symlink is
+  // FAILED_PRECONDITION, so a planted link cannot redirect them.
+  virtual Status Chmod(const std::string& path, mode_t mode) = 0;
+  virtual Status Chown(const std::string& path, uid_t uid, gid_t gid) = 0;
 };
 
 class PosixFs : public Fs {
@@ -76,6 +83,8 @@ class PosixFs : public Fs {
   StatusOr<int64_t> FileSize(const std::string& path) override;
   StatusOr<FsCapacity> StatVfs(const std::string& path) override;
   Status RemoveTree(const std::string& path) override;
+  Status Chmod(const std::string& path, mode_t mode) override;
+  Status Chown(const std::string& path, uid_t uid, gid_t gid) override;
 };
 
 // Joins path components with single slashes.

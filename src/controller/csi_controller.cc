@@ -82,6 +82,42 @@ StatusOr<store::Object> GetVolume(store::Store& st, const std::string& volume_id
   return GetRecord(st, api::kKindVolume, volume_id, "volume " + volume_id + " does not exist");
 }
 
+// parameters.nfsRootMode: 3 or 4 octal digits, as chmod takes them ("770",
+// "2770", "1777").
+StatusOr<uint32_t> ParseNfsRootMode(const std::string& text) {
+  if (text.size() < 3 || text.size() > 4 ||
+      text.find_first_not_of("01234567") != std::string::npos) {
+    return InvalidArgument("parameters.nfsRootMode \"" + text +
+                           "\" must be 3 or 4 octal digits (e.g. \"0770\", \"2775\", \"1777\")");
+  }
+  return static_cast<uint32_t>(std::stoul(text, nullptr, 8));
+}
+
+// parameters.nfsRootOwner: "<uid>:<gid>", decimal, each 0 to 2^32-2 (chown
+// takes 2^32-1 for "unchanged").
+StatusOr<std::pair<uint32_t, uint32_t>> ParseNfsRootOwner(const std::string& text) {
+  auto bad = [&] {
+    return InvalidArgument("parameters.nfsRootOwner \"" + text +
+                           "\" must be \"<uid>:<gid>\", each a decimal number from 0 to " +
+                           std::to_string(UINT32_MAX - 1));
+  };
+  size_t colon = text.find(':');
+  if (colon == std::string::npos) return bad();
+  uint32_t ids[2];
+  const std::string parts[2] = {text.substr(0, colon), text.substr(colon + 1)};
+  for (int i = 0; i < 2; ++i) {
+    const std::string& part = parts[i];
+    if (part.empty() || part.size() > 10 ||
+        part.find_first_not_of("0123456789") != std::string::npos) {
+      return bad();
+    }
+    uint64_t id = std::stoull(part);
+    if (id >= UINT32_MAX) return bad();
+    ids[i] = static_cast<uint32_t>(id);
+  }
+  return std::pair{ids[0], ids[1]};
+}
+
 }  // namespace
 
 StatusOr<CreateParams> ParseCreateParameters(
@@ -93,9 +129,9 @@ StatusOr<CreateParams> ParseCreateParameters(
   };
   for (const auto& [k, v] : p) {
     static const std::set<std::string> kKnown = {
-        "agent",  "pool",        "protocol",     "acl",
-        "port",   "bindAddress", "fsType",       "inCapsuleDataSize",
-        "import", "auth",        "nfsRootSquash"};
+        "agent",         "pool",        "protocol",          "acl",    "port",
+        "bindAddress",   "fsType",      "inCapsuleDataSize", "import", "auth",
+        "nfsRootSquash", "nfsRootMode", "nfsRootOwner"};
     if (kKnown.count(k) == 0 && k.rfind("backend.", 0) != 0 &&
         k.rfind("csi.storage.k8s.io/", 0) != 0) {
       return InvalidArgument("parameters." + k + " is not a pillar parameter");
@@ -170,6 +206,19 @@ StatusOr<CreateParams> ParseCreateParameters(
       return InvalidArgument("parameters.nfsRootSquash \"" + squash + "\" must be true or false");
     }
     out.nfs_root_squash = squash == "true";
+  }
+  for (const char* key : {"nfsRootMode", "nfsRootOwner"}) {
+    if (p.count(key) != 0 && out.protocol != Protocol::kNfs) {
+      return InvalidArgument(std::string("parameters.") + key + " applies to nfs only");
+    }
+  }
+  if (p.count("nfsRootMode") != 0) {
+    ASSIGN_OR_RETURN(out.nfs_root_mode, ParseNfsRootMode(get("nfsRootMode")));
+  }
+  if (p.count("nfsRootOwner") != 0) {
+    ASSIGN_OR_RETURN(auto owner, ParseNfsRootOwner(get("nfsRootOwner")));
+    out.nfs_root_uid = owner.first;
+    out.nfs_root_gid = owner.second;
   }
   return out;
 }
@@ -443,6 +492,11 @@ Status CsiController::DoCreate(const csi::v1::CreateVolumeRequest& req, csi::v1:
   creq.set_volume_uid(obj.uid);
   creq.set_import_existing(params.import_existing);
   for (const auto& [k, v] : params.backend_params) (*creq.mutable_parameters())[k] = v;
+  if (params.protocol == Protocol::kNfs) {
+    creq.mutable_root()->set_mode(params.nfs_root_mode);
+    creq.mutable_root()->set_uid(params.nfs_root_uid);
+    creq.mutable_root()->set_gid(params.nfs_root_gid);
+  }
   ASSIGN_OR_RETURN(auto created, client->CreateVolume(creq));
   int64_t actual_size = created.volume().size_bytes();
   ASSIGN_OR_RETURN(obj, MutateStatus(volume_id, [&](api::VolumeStatus& s) {

@@ -93,6 +93,10 @@ class CsiController final : public csi::v1::Controller::Service {
   std::map<std::string, std::shared_ptr<std::mutex>> locks_;
 };
 
+// World-writable, as NFS provisioners commonly make a volume: under
+// root_squash a pod's root is nobody, and it must still be able to write.
+constexpr uint32_t kDefaultNfsRootMode = 0777;
+
 // Exposed for unit tests: the checks CreateVolume applies to its request.
 struct CreateParams {
   std::string agent_ref;
@@ -109,6 +113,12 @@ struct CreateParams {
   bool import_existing = false;
   std::string auth = kAuthNone;         // parameters.auth
   std::optional<bool> nfs_root_squash;  // parameters.nfsRootSquash (absent: true)
+  // NFS: the new volume's root directory, from parameters.nfsRootMode
+  // (absent: kDefaultNfsRootMode) and parameters.nfsRootOwner ("uid:gid",
+  // absent: 0:0). Given to the agent once, at creation.
+  uint32_t nfs_root_mode = kDefaultNfsRootMode;
+  uint32_t nfs_root_uid = 0;
+  uint32_t nfs_root_gid = 0;
 };
 StatusOr<CreateParams> ParseCreateParameters(
     const google::protobuf::Map<std::string, std::string>& p);

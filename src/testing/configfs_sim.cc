@@ -561,6 +561,18 @@ Status ConfigfsSim::RemoveTree(const std::string& path) {
   return posix_.RemoveTree(path);
 }
 
+// pillar never sets modes or owners in configfs; outside it (a file pool of
+// the agent simulator) they are the real ones.
+Status ConfigfsSim::Chmod(const std::string& path, mode_t mode) {
+  if (Relative(path).inside) return Denied("chmod " + path + ": not done in configfs");
+  return posix_.Chmod(path, mode);
+}
+
+Status ConfigfsSim::Chown(const std::string& path, uid_t uid, gid_t gid) {
+  if (Relative(path).inside) return Denied("chown " + path + ": not done in configfs");
+  return posix_.Chown(path, uid, gid);
+}
+
 Status CreateConfigfsSkeleton(const std::string& root) {
   ConfigfsSim sim(root);
   RETURN_IF_ERROR(sim.LoadNvmet());

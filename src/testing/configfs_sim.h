@@ -70,6 +70,8 @@ class ConfigfsSim : public Fs {
   StatusOr<int64_t> FileSize(const std::string& path) override;
   StatusOr<FsCapacity> StatVfs(const std::string& path) override;
   Status RemoveTree(const std::string& path) override;
+  Status Chmod(const std::string& path, mode_t mode) override;
+  Status Chown(const std::string& path, uid_t uid, gid_t gid) override;
 
  private:
   using Kind = configfs_layout::Kind;

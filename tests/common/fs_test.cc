@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/temp_dir.h"
 
@@ -94,6 +95,42 @@ TEST(PosixFsTest, RemoveTreeDeletesContentsButNeverFollowsLinks) {
   EXPECT_FALSE(fs.Exists(tmp.Sub("root-link")));
   EXPECT_TRUE(fs.Exists(tmp.Sub("outside/keep")));
   EXPECT_EQ(fs.RemoveTree(tmp.Sub("..")).code(), Code::kInvalidArgument);
+}
+
+TEST(PosixFsTest, ChmodAndChownSetExactBitsAndNeverFollowLinks) {
+  testing::TempDir tmp;
+  PosixFs fs;
+  const std::string dir = tmp.Sub("d");
+  ASSERT_TRUE(fs.MakeDir(dir).ok());
+  // Root may give a file away; an unprivileged run checks only the mode.
+  const bool root = geteuid() == 0;
+  if (root) {
+    ASSERT_TRUE(fs.Chown(dir, 1000, 2000).ok());
+  }
+  // setgid and sticky survive, and the umask plays no part.
+  ASSERT_TRUE(fs.Chmod(dir, 03770).ok());
+  struct stat st {};
+  ASSERT_EQ(stat(dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 03770u);
+  if (root) {
+    EXPECT_EQ(st.st_uid, 1000u);
+    EXPECT_EQ(st.st_gid, 2000u);
+  }
+  EXPECT_EQ(fs.Chmod(dir, 010000).code(), Code::kInvalidArgument);
+  EXPECT_EQ(fs.Chown(dir, static_cast<uid_t>(-1), 0).code(), Code::kInvalidArgument);
+  EXPECT_EQ(fs.Chmod(tmp.Sub("missing"), 0755).code(), Code::kNotFound);
+  EXPECT_EQ(fs.Chown(tmp.Sub("missing"), 0, 0).code(), Code::kNotFound);
+
+  // A link planted where a directory was expected: its target keeps its
+  // mode and owner.
+  ASSERT_TRUE(fs.MakeDir(tmp.Sub("target")).ok());
+  ASSERT_TRUE(fs.Chmod(tmp.Sub("target"), 0700).ok());
+  ASSERT_TRUE(fs.Symlink(tmp.Sub("target"), tmp.Sub("link")).ok());
+  EXPECT_EQ(fs.Chmod(tmp.Sub("link"), 0777).code(), Code::kFailedPrecondition);
+  EXPECT_EQ(fs.Chown(tmp.Sub("link"), 1000, 1000).code(), Code::kFailedPrecondition);
+  ASSERT_EQ(stat(tmp.Sub("target").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  EXPECT_EQ(st.st_uid, geteuid());
 }
 
 }  // namespace

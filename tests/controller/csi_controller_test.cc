@@ -508,6 +508,52 @@ TEST_F(CsiControllerTest, NfsRecordsRootSquashUnlessOptedOut) {
   }
 }
 
+TEST_F(CsiControllerTest, NfsSendsTheRootModeAndOwnerToTheAgentAndRecordsTheParameters) {
+  auto create = [&](const std::string& name, const std::map<std::string, std::string>& extra,
+                    bool block = false) {
+    csi::v1::CreateVolumeRequest req;
+    req.set_name(name);
+    *req.add_volume_capabilities() = Capability(block);
+    (*req.mutable_parameters())["agent"] = kAgentRef;
+    (*req.mutable_parameters())["pool"] = "tank";
+    (*req.mutable_parameters())["protocol"] = block ? "nvmeof-tcp" : "nfs";
+    for (const auto& [k, v] : extra) (*req.mutable_parameters())[k] = v;
+    csi::v1::CreateVolumeResponse resp;
+    return csi_->CreateVolume(nullptr, &req, &resp);
+  };
+  grpc::Status s = create("nfs-default", {});
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_TRUE(agent_->Creates().back().has_root());
+  EXPECT_EQ(agent_->Creates().back().root().mode(), 0777u);
+  EXPECT_EQ(agent_->Creates().back().root().uid(), 0u);
+  EXPECT_EQ(agent_->Creates().back().root().gid(), 0u);
+
+  const std::map<std::string, std::string> shared = {{"nfsRootMode", "2770"},
+                                                     {"nfsRootOwner", "1000:2000"}};
+  s = create("nfs-shared", shared);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(agent_->Creates().back().root().mode(), 02770u);
+  EXPECT_EQ(agent_->Creates().back().root().uid(), 1000u);
+  EXPECT_EQ(agent_->Creates().back().root().gid(), 2000u);
+  // Recorded with the other create parameters: a retry with another owner is
+  // another request, not a way to change the volume.
+  EXPECT_EQ(Volume("nfs-shared").spec.parameters.value("nfsRootOwner", ""), "1000:2000");
+  EXPECT_EQ(create("nfs-shared", {{"nfsRootMode", "2770"}, {"nfsRootOwner", "0:0"}}).error_code(),
+            grpc::StatusCode::ALREADY_EXISTS);
+
+  // A block volume's request carries none.
+  s = create("blk", {}, /*block=*/true);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_FALSE(agent_->Creates().back().has_root());
+
+  // A bad value is refused before anything is recorded or asked of the agent.
+  const size_t creates = agent_->Creates().size();
+  EXPECT_EQ(create("nfs-bad", {{"nfsRootMode", "0999"}}).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(agent_->Creates().size(), creates);
+  EXPECT_EQ(store().Get(api::kKindVolume, "nfs-bad").status().code(), Code::kNotFound);
+}
+
 // --- ValidateVolumeCapabilities ---------------------------------------------
 
 TEST_F(CsiControllerTest, ValidateVolumeCapabilitiesConfirmsOnlyWhatTheVolumeSupports) {

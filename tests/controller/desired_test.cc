@@ -1,6 +1,7 @@
 // The reconciler's desired-state rules, on recorded intent alone.
 #include "controller/desired.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <map>
@@ -11,6 +12,7 @@ namespace pillar::controller {
 namespace {
 
 namespace av1 = pillar::agent::v1;
+using ::testing::HasSubstr;
 
 api::VolumeState Volume(Protocol protocol, bool acl) {
   api::VolumeState v;
@@ -353,6 +355,67 @@ TEST(CreateParametersTest, ValidatesEveryParameterByName) {
   nfs["nfsRootSquash"] = "false";
   ASSERT_TRUE(ParseCreateParameters(nfs).ok());
   EXPECT_EQ(ParseCreateParameters(nfs)->nfs_root_squash, false);
+}
+
+TEST(CreateParametersTest, NfsRootModeAndOwnerDefaultTo0777RootAndRefuseBadForms) {
+  google::protobuf::Map<std::string, std::string> nfs;
+  nfs["agent"] = "storage-1";
+  nfs["pool"] = "tank/k8s";
+  nfs["protocol"] = "nfs";
+  auto plain = ParseCreateParameters(nfs);
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_EQ(plain->nfs_root_mode, 0777u);
+  EXPECT_EQ(plain->nfs_root_uid, 0u);
+  EXPECT_EQ(plain->nfs_root_gid, 0u);
+
+  struct Good {
+    std::string mode, owner;
+    uint32_t want_mode, want_uid, want_gid;
+  };
+  for (const Good& g : std::vector<Good>{{"0770", "1000:2000", 0770, 1000, 2000},
+                                         {"770", "0:0", 0770, 0, 0},
+                                         {"2770", "65534:65534", 02770, 65534, 65534},
+                                         {"1777", "4294967294:7", 01777, 4294967294u, 7},
+                                         {"0000", "0001:00", 0, 1, 0}}) {
+    auto q = nfs;
+    q["nfsRootMode"] = g.mode;
+    q["nfsRootOwner"] = g.owner;
+    auto r = ParseCreateParameters(q);
+    ASSERT_TRUE(r.ok()) << g.mode << " " << g.owner << ": " << r.status().ToString();
+    EXPECT_EQ(r->nfs_root_mode, g.want_mode) << g.mode;
+    EXPECT_EQ(r->nfs_root_uid, g.want_uid) << g.owner;
+    EXPECT_EQ(r->nfs_root_gid, g.want_gid) << g.owner;
+  }
+
+  auto bad = [&](const std::string& key, const std::string& value, const std::string& allowed) {
+    auto q = nfs;
+    q[key] = value;
+    auto r = ParseCreateParameters(q);
+    EXPECT_EQ(r.status().code(), Code::kInvalidArgument) << key << "=" << value;
+    EXPECT_THAT(r.status().message(), HasSubstr("parameters." + key)) << value;
+    EXPECT_THAT(r.status().message(), HasSubstr(allowed)) << value;
+  };
+  for (const char* mode :
+       {"", "77", "07777", "0778", "0o770", "rwx", "-777", " 777", "0x1ff", "+777", "1e3"}) {
+    bad("nfsRootMode", mode, "3 or 4 octal digits");
+  }
+  for (const char* owner :
+       {"", "1000", "1000:", ":1000", "a:b", "-1:0", "1000:-1", "+1:0", "4294967295:0",
+        "0:4294967295", "99999999999:0", "1000:1000:1000", "1000 :1000", "root:root", "1000.5:0"}) {
+    bad("nfsRootOwner", owner, "each a decimal number from 0 to 4294967294");
+  }
+  // Block protocols have no root directory to give.
+  for (const char* protocol : {"nvmeof-tcp", "iscsi"}) {
+    for (const auto& [key, value] : std::map<std::string, std::string>{
+             {"nfsRootMode", "0770"}, {"nfsRootOwner", "1000:1000"}}) {
+      auto q = nfs;
+      q["protocol"] = protocol;
+      q[key] = value;
+      auto r = ParseCreateParameters(q);
+      EXPECT_EQ(r.status().code(), Code::kInvalidArgument) << protocol << " " << key;
+      EXPECT_THAT(r.status().message(), HasSubstr("parameters." + key + " applies to nfs only"));
+    }
+  }
 }
 
 TEST_F(ReconcilerDiffTest, AuthAndRootSquashAreComparedOnAdmittedHosts) {

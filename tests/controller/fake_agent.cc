@@ -83,6 +83,7 @@ StatusOr<av1::CreateVolumeResponse> FakeAgent::CreateVolume(const av1::CreateVol
   Status s = Enter(AgentCall::kCreateVolume);
   std::lock_guard<std::mutex> lock(mu_);
   if (!s.ok()) return s;
+  creates_.push_back(r);
   std::string id = r.pool() + "/" + r.name();
   auto mark = marks_.find(id);
   if (mark != marks_.end() && mark->second.volume_uid() != r.volume_uid()) {
@@ -331,6 +332,11 @@ int FakeAgent::MaxInFlight() {
 std::vector<av1::ApplyExportRequest> FakeAgent::Applies() {
   std::lock_guard<std::mutex> lock(mu_);
   return applies_;
+}
+
+std::vector<av1::CreateVolumeRequest> FakeAgent::Creates() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return creates_;
 }
 
 std::shared_ptr<FakeAgent> FakeAgentDirectory::Add(const std::string& agent_ref) {

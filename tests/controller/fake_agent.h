@@ -85,6 +85,7 @@ class FakeAgent : public AgentClient {
   int InFlight();
   int MaxInFlight();
   std::vector<av1::ApplyExportRequest> Applies();
+  std::vector<av1::CreateVolumeRequest> Creates();
 
  private:
   // Counts the call, runs the hook and waits while held (in flight meanwhile);
@@ -104,6 +105,7 @@ class FakeAgent : public AgentClient {
   std::function<void(AgentCall)> hook_;
   std::function<void(av1::Export&)> rewrite_apply_;
   std::vector<av1::ApplyExportRequest> applies_;
+  std::vector<av1::CreateVolumeRequest> creates_;
 
   std::string boot_epoch_ = "epoch-1";
   std::map<std::string, av1::Export> exports_;  // Key() -> export

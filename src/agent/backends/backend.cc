@@ -1,5 +1,7 @@
 #include "agent/backends/backend.h"
 
+#include <cstdio>
+
 namespace pillar::agent {
 
 const char* VolumeModeName(VolumeMode mode) {
@@ -10,6 +12,17 @@ const char* VolumeModeName(VolumeMode mode) {
       return "filesystem";
   }
   return "unknown";
+}
+
+std::string OctalMode(uint32_t mode) {
+  char octal[16];
+  std::snprintf(octal, sizeof(octal), "%04o", mode);
+  return octal;
+}
+
+std::string DescribeVolumeRoot(const VolumeRoot& root) {
+  return "mode " + OctalMode(root.mode) + ", owner " + std::to_string(root.uid) + ":" +
+         std::to_string(root.gid);
 }
 
 }  // namespace pillar::agent

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,22 @@ struct BackendVolume {
   // none (made by hand, or by a pillar older than the marks).
   std::string owner_uid;
 };
+
+// The permission bits and owner a new filesystem volume's root directory
+// gets (the StorageClass parameters nfsRootMode and nfsRootOwner), so the
+// squashed or unprivileged users of an NFS export can write to it.
+struct VolumeRoot {
+  uint32_t mode = 0;  // permission bits, setgid and sticky included: at most 07777
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+
+  bool operator==(const VolumeRoot&) const = default;
+};
+
+// Permission bits as four octal digits, as chmod takes them: "2770".
+std::string OctalMode(uint32_t mode);
+// "mode 2770, owner 1000:1000", for messages.
+std::string DescribeVolumeRoot(const VolumeRoot& root);
 
 struct PoolCapacity {
   int64_t total_bytes = 0;
@@ -57,10 +74,17 @@ class Backend {
   // may be rounded up to the backend's allocation unit; the result carries
   // the real size. `params` are backend parameters only: a key the backend
   // does not know is INVALID_ARGUMENT, never silently ignored.
+  // `root` (filesystem volumes only; INVALID_ARGUMENT with a block volume)
+  // is given to the new volume's root directory once, before the volume is
+  // complete and can be exposed; a retry after a crash in between still ends
+  // with it, and a volume that was complete is never changed again (its
+  // users may have changed it since). nullopt: the directory as the backend
+  // makes it (root-owned 0755).
   virtual StatusOr<BackendVolume> Create(const std::string& name, int64_t size_bytes,
                                          VolumeMode mode,
                                          const std::map<std::string, std::string>& params,
-                                         const std::string& owner_uid) = 0;
+                                         const std::string& owner_uid,
+                                         const std::optional<VolumeRoot>& root) = 0;
   // Grows to at least size_bytes (rounded up as Create rounds). A request
   // that rounds to the current size is a no-op, so a retry after a lost
   // reply succeeds; one below it is a shrink: OUT_OF_RANGE, nothing changes.

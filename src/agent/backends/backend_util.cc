@@ -26,6 +26,24 @@ Status CheckMode(const Backend& backend, VolumeMode mode) {
                          VolumeModeName(mode) + " volumes");
 }
 
+Status CheckRoot(const std::string& volume_id, VolumeMode mode,
+                 const std::optional<VolumeRoot>& root) {
+  if (!root) return Status::Ok();
+  if (mode != VolumeMode::kFilesystem) {
+    return InvalidArgument("volume " + volume_id +
+                           ": a root directory mode and owner apply to filesystem volumes only");
+  }
+  if (root->mode > 07777) {
+    return InvalidArgument("volume " + volume_id + ": root mode " + std::to_string(root->mode) +
+                           " is not a permission mode (at most 07777)");
+  }
+  if (root->uid == UINT32_MAX || root->gid == UINT32_MAX) {
+    return InvalidArgument("volume " + volume_id + ": root owner uid and gid must be at most " +
+                           std::to_string(UINT32_MAX - 1));
+  }
+  return Status::Ok();
+}
+
 Status CheckParamKeys(const std::string& kind, const std::map<std::string, std::string>& params,
                       const std::set<std::string>& allowed) {
   auto bad = std::find_if(params.begin(), params.end(),

@@ -29,6 +29,11 @@ Status CheckVolumeName(const std::string& name);
 Status CheckSize(const std::string& volume_id, int64_t size_bytes);
 // INVALID_ARGUMENT when `mode` is not one the backend serves.
 Status CheckMode(const Backend& backend, VolumeMode mode);
+// INVALID_ARGUMENT unless `root` is absent, or given with a filesystem volume
+// and holds a mode of at most 07777 and an owner below 2^32-1 (which chown
+// takes for "unchanged").
+Status CheckRoot(const std::string& volume_id, VolumeMode mode,
+                 const std::optional<VolumeRoot>& root);
 // INVALID_ARGUMENT naming the first key that is not in `allowed`.
 Status CheckParamKeys(const std::string& kind, const std::map<std::string, std::string>& params,
                       const std::set<std::string>& allowed);

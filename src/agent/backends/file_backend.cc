@@ -130,7 +130,8 @@ StatusOr<BackendVolume> FileBackend::FindOrNotFound(const std::string& name) {
 }
 
 StatusOr<BackendVolume> FileBackend::CreateDir(const std::string& name, int64_t size_bytes,
-                                               const std::string& owner_uid) {
+                                               const std::string& owner_uid,
+                                               const std::optional<VolumeRoot>& root) {
   const std::string dir = DirPath(name);
   if (fs_.Exists(dir) && !fs_.IsDir(dir)) {
     return AlreadyExists("volume " + Id(name) + ": " + dir + " exists and is not a directory");
@@ -146,6 +147,14 @@ StatusOr<BackendVolume> FileBackend::CreateDir(const std::string& name, int64_t 
     }
   }
   RETURN_IF_ERROR(fs_.MakeDir(dir));
+  // Owner and mode before the sidecar: until it exists the directory is no
+  // volume (never exposed; a retry finds it empty and unmarked and comes
+  // back here), and once it exists they are never touched again. Owner
+  // first, so no chown can clear setuid/setgid bits the mode just set.
+  if (root) {
+    RETURN_IF_ERROR(fs_.Chown(dir, root->uid, root->gid));
+    RETURN_IF_ERROR(fs_.Chmod(dir, root->mode));
+  }
   RETURN_IF_ERROR(WriteSidecar(name, {VolumeMode::kFilesystem, size_bytes, owner_uid}));
   return BackendVolume{name, size_bytes, VolumeMode::kFilesystem, "", dir, owner_uid};
 }
@@ -153,10 +162,12 @@ StatusOr<BackendVolume> FileBackend::CreateDir(const std::string& name, int64_t 
 StatusOr<BackendVolume> FileBackend::Create(const std::string& name, int64_t size_bytes,
                                             VolumeMode mode,
                                             const std::map<std::string, std::string>& params,
-                                            const std::string& owner_uid) {
+                                            const std::string& owner_uid,
+                                            const std::optional<VolumeRoot>& root) {
   RETURN_IF_ERROR(CheckName(name));
   RETURN_IF_ERROR(backend_util::CheckSize(Id(name), size_bytes));
   RETURN_IF_ERROR(backend_util::CheckMode(*this, mode));
+  RETURN_IF_ERROR(backend_util::CheckRoot(Id(name), mode, root));
   RETURN_IF_ERROR(backend_util::CheckParamKeys(kind(), params, {}));
   RETURN_IF_ERROR(backend_util::CheckOwnerUid(owner_uid));
   std::lock_guard<std::mutex> lock(mu_);
@@ -167,7 +178,7 @@ StatusOr<BackendVolume> FileBackend::Create(const std::string& name, int64_t siz
     RETURN_IF_ERROR(backend_util::CheckExistingMatches(Id(name), *existing, mode, size_bytes));
     return *existing;
   }
-  if (mode == VolumeMode::kFilesystem) return CreateDir(name, size_bytes, owner_uid);
+  if (mode == VolumeMode::kFilesystem) return CreateDir(name, size_bytes, owner_uid, root);
   ASSIGN_OR_RETURN(int64_t size, backend_util::RoundUp(size_bytes, kSectorBytes));
   // The mark first: an image never exists unmarked, even after a crash here.
   RETURN_IF_ERROR(WriteSidecar(name, {VolumeMode::kBlock, 0, owner_uid}));

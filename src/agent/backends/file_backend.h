@@ -47,10 +47,14 @@ class FileBackend : public Backend {
   }
 
   // Takes no parameters. Block images are rounded up to whole 512-byte
-  // sectors, since a loop device ignores a partial last sector.
+  // sectors, since a loop device ignores a partial last sector. A directory
+  // gets `root` before its sidecar is written, so a directory without one
+  // (left by a crash in between) is empty and unmarked: a retry adopts it
+  // and applies `root` again.
   StatusOr<BackendVolume> Create(const std::string& name, int64_t size_bytes, VolumeMode mode,
                                  const std::map<std::string, std::string>& params,
-                                 const std::string& owner_uid) override;
+                                 const std::string& owner_uid,
+                                 const std::optional<VolumeRoot>& root) override;
   StatusOr<BackendVolume> Expand(const std::string& name, int64_t size_bytes,
                                  const std::string& owner_uid) override;
   Status Delete(const std::string& name, const std::string& owner_uid) override;
@@ -81,7 +85,8 @@ class FileBackend : public Backend {
   StatusOr<std::optional<FileSidecar>> ReadSidecar(const std::string& name);
   Status WriteSidecar(const std::string& name, const FileSidecar& sidecar);
   StatusOr<BackendVolume> CreateDir(const std::string& name, int64_t size_bytes,
-                                    const std::string& owner_uid);
+                                    const std::string& owner_uid,
+                                    const std::optional<VolumeRoot>& root);
   // Loop devices currently backed by the image (usually zero or one).
   StatusOr<std::vector<std::string>> LoopDevicesOf(const std::string& image);
   Status DetachAll(const std::string& image);

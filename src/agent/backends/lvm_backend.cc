@@ -177,10 +177,12 @@ StatusOr<LvmBackend::LvRow> LvmBackend::FindVolumeRow(const std::string& name) {
 StatusOr<BackendVolume> LvmBackend::Create(const std::string& name, int64_t size_bytes,
                                            VolumeMode mode,
                                            const std::map<std::string, std::string>& params,
-                                           const std::string& owner_uid) {
+                                           const std::string& owner_uid,
+                                           const std::optional<VolumeRoot>& root) {
   RETURN_IF_ERROR(CheckName(name));
   RETURN_IF_ERROR(backend_util::CheckSize(Id(name), size_bytes));
   RETURN_IF_ERROR(backend_util::CheckMode(*this, mode));
+  RETURN_IF_ERROR(backend_util::CheckRoot(Id(name), mode, root));
   RETURN_IF_ERROR(backend_util::CheckParamKeys(kind(), params, {}));
   RETURN_IF_ERROR(backend_util::CheckOwnerUid(owner_uid));
   std::lock_guard<std::mutex> lock(mu_);

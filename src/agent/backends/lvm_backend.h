@@ -36,7 +36,8 @@ class LvmBackend : public Backend {
   // Takes no parameters. LVM rounds the size up to whole extents.
   StatusOr<BackendVolume> Create(const std::string& name, int64_t size_bytes, VolumeMode mode,
                                  const std::map<std::string, std::string>& params,
-                                 const std::string& owner_uid) override;
+                                 const std::string& owner_uid,
+                                 const std::optional<VolumeRoot>& root) override;
   // The request is rounded up to whole extents before it is compared, so a
   // retried Expand of an already-rounded volume is a no-op, not a shrink.
   StatusOr<BackendVolume> Expand(const std::string& name, int64_t size_bytes,

@@ -23,7 +23,10 @@ const std::set<std::string> kFilesystemParams = {"recordsize", "atime", "xattr"}
 constexpr int64_t kDefaultVolBlockBytes = int64_t{16} * 1024;
 
 constexpr char kOwnerProperty[] = "pillar-csi:volume-uid";
-constexpr size_t kColumns = 7;
+// A root directory mode and owner still to apply ("2770:1000:1000"): set by
+// zfs create together with the ownership mark, cleared once applied.
+constexpr char kRootPendingProperty[] = "pillar-csi:root-pending";
+constexpr size_t kColumns = 8;
 
 Command Zfs(std::vector<std::string> argv, std::chrono::seconds timeout) {
   argv.insert(argv.begin(), "zfs");
@@ -100,6 +103,21 @@ StatusOr<int64_t> NumberColumn(const Command& cmd, const std::string& text, cons
   return *n;
 }
 
+std::string FormatRootPending(const VolumeRoot& root) {
+  return OctalMode(root.mode) + ":" + std::to_string(root.uid) + ":" + std::to_string(root.gid);
+}
+
+std::optional<VolumeRoot> ParseRootPending(const std::string& text) {
+  static const std::regex kValue("([0-7]{4}):([0-9]{1,10}):([0-9]{1,10})");
+  std::smatch m;
+  if (!std::regex_match(text, m, kValue)) return std::nullopt;
+  std::optional<int64_t> uid = backend_util::ParseCount(m[2].str());
+  std::optional<int64_t> gid = backend_util::ParseCount(m[3].str());
+  if (!uid || !gid || *uid >= UINT32_MAX || *gid >= UINT32_MAX) return std::nullopt;
+  return VolumeRoot{static_cast<uint32_t>(std::stoul(m[1].str(), nullptr, 8)),
+                    static_cast<uint32_t>(*uid), static_cast<uint32_t>(*gid)};
+}
+
 }  // namespace
 
 Status ZfsBackend::CheckName(const std::string& name) const {
@@ -118,11 +136,11 @@ BackendVolume ZfsBackend::ToVolume(const DatasetRow& row) const {
 
 StatusOr<std::vector<ZfsBackend::DatasetRow>> ZfsBackend::ListRows() {
   // mountpoint last: it is the one column that is free text.
-  Command cmd =
-      Zfs({"list", "-Hp", "-o",
-           std::string("name,type,volsize,refquota,volblocksize,") + kOwnerProperty + ",mountpoint",
-           "-r", "-d", "1", "-t", "volume,filesystem", "--", dataset_},
-          kQueryTimeout);
+  Command cmd = Zfs({"list", "-Hp", "-o",
+                     std::string("name,type,volsize,refquota,volblocksize,") + kOwnerProperty +
+                         "," + kRootPendingProperty + ",mountpoint",
+                     "-r", "-d", "1", "-t", "volume,filesystem", "--", dataset_},
+                    kQueryTimeout);
   ASSIGN_OR_RETURN(std::string out, backend_util::RunForOutput(exec_, cmd));
   std::vector<DatasetRow> rows;
   for (const std::string& line : Lines(out)) {
@@ -141,13 +159,14 @@ StatusOr<std::vector<ZfsBackend::DatasetRow>> ZfsBackend::ListRows() {
     cols.push_back(line.substr(start));
     const std::string& full = cols[0];
     const std::string& owner = cols[5];
+    const std::string& pending = cols[6];
     if (full == dataset_) {  // the parent itself
-      if (owner != "-") {
-        return FailedPrecondition("zfs pool " + dataset_ + " itself carries " + kOwnerProperty +
-                                  "=" + owner +
-                                  ", which every child inherits; clear it with 'zfs "
-                                  "inherit " +
-                                  kOwnerProperty + " " + dataset_ + "'");
+      for (const auto& [property, value] :
+           {std::pair{kOwnerProperty, owner}, std::pair{kRootPendingProperty, pending}}) {
+        if (value == "-") continue;
+        return FailedPrecondition("zfs pool " + dataset_ + " itself carries " + property + "=" +
+                                  value + ", which every child inherits; clear it with 'zfs " +
+                                  "inherit " + property + " " + dataset_ + "'");
       }
       continue;
     }
@@ -167,6 +186,13 @@ StatusOr<std::vector<ZfsBackend::DatasetRow>> ZfsBackend::ListRows() {
       }
       row.owner_uid = owner;
     }
+    if (pending != "-") {
+      row.root_pending = ParseRootPending(pending);
+      if (!row.root_pending) {
+        return Internal("output of '" + cmd.ToString() + "': dataset '" + full + "' has " +
+                        kRootPendingProperty + " '" + pending + "', not <mode>:<uid>:<gid>");
+      }
+    }
     if (cols[1] == "volume") {
       row.mode = VolumeMode::kBlock;
       ASSIGN_OR_RETURN(row.size_bytes, NumberColumn(cmd, cols[2], "volsize"));
@@ -175,7 +201,7 @@ StatusOr<std::vector<ZfsBackend::DatasetRow>> ZfsBackend::ListRows() {
       row.mode = VolumeMode::kFilesystem;
       ASSIGN_OR_RETURN(row.size_bytes, NumberColumn(cmd, cols[3], "refquota"));
       // "legacy", "none" and "-" leave nothing to export.
-      if (cols[6].starts_with("/")) row.mountpoint = cols[6];
+      if (cols[7].starts_with("/")) row.mountpoint = cols[7];
     } else {
       return Internal("output of '" + cmd.ToString() + "': dataset '" + full + "' has type '" +
                       cols[1] + "'");
@@ -204,10 +230,12 @@ StatusOr<ZfsBackend::DatasetRow> ZfsBackend::FindRowOrNotFound(const std::string
 StatusOr<BackendVolume> ZfsBackend::Create(const std::string& name, int64_t size_bytes,
                                            VolumeMode mode,
                                            const std::map<std::string, std::string>& params,
-                                           const std::string& owner_uid) {
+                                           const std::string& owner_uid,
+                                           const std::optional<VolumeRoot>& root) {
   RETURN_IF_ERROR(CheckName(name));
   RETURN_IF_ERROR(backend_util::CheckSize(Id(name), size_bytes));
   RETURN_IF_ERROR(backend_util::CheckMode(*this, mode));
+  RETURN_IF_ERROR(backend_util::CheckRoot(Id(name), mode, root));
   RETURN_IF_ERROR(CheckParams(mode, params));
   RETURN_IF_ERROR(backend_util::CheckOwnerUid(owner_uid));
   std::vector<std::string> argv = {"create"};
@@ -225,6 +253,10 @@ StatusOr<BackendVolume> ZfsBackend::Create(const std::string& name, int64_t size
     argv.insert(argv.end(), {"-V", std::to_string(size), "-o", "volmode=dev"});
   } else {
     argv.insert(argv.end(), {"-o", "refquota=" + std::to_string(size_bytes)});
+    if (root) {
+      argv.insert(argv.end(),
+                  {"-o", std::string(kRootPendingProperty) + "=" + FormatRootPending(*root)});
+    }
   }
   for (const auto& [key, value] : params) {
     if (key == "thin") continue;
@@ -240,11 +272,25 @@ StatusOr<BackendVolume> ZfsBackend::Create(const std::string& name, int64_t size
     RETURN_IF_ERROR(backend_util::CheckCreateOwner(Object(name), existing->owner_uid, owner_uid));
     BackendVolume vol = ToVolume(*existing);
     RETURN_IF_ERROR(backend_util::CheckExistingMatches(Id(name), vol, mode, size_bytes));
+    // A create that stopped before its root was done: finish it, with what
+    // that create recorded. A complete dataset is never changed again.
+    if (existing->root_pending) RETURN_IF_ERROR(ApplyPendingRoot(*existing));
     return vol;
   }
   RETURN_IF_ERROR(exec_.RunOk(Zfs(std::move(argv), kChangeTimeout)));
   ASSIGN_OR_RETURN(DatasetRow created, FindRowOrNotFound(name));
+  if (created.root_pending) RETURN_IF_ERROR(ApplyPendingRoot(created));
   return ToVolume(created);
+}
+
+Status ZfsBackend::ApplyPendingRoot(const DatasetRow& row) {
+  ASSIGN_OR_RETURN(std::string dir, ExposeFilesystem(row));
+  const VolumeRoot& root = *row.root_pending;
+  // Owner first, so no chown can clear setuid/setgid bits the mode just set.
+  RETURN_IF_ERROR(fs_.Chown(dir, root.uid, root.gid));
+  RETURN_IF_ERROR(fs_.Chmod(dir, root.mode));
+  // No "--", as in Expand.
+  return exec_.RunOk(Zfs({"inherit", kRootPendingProperty, Id(row.name)}, kChangeTimeout));
 }
 
 StatusOr<BackendVolume> ZfsBackend::Expand(const std::string& name, int64_t size_bytes,
@@ -348,7 +394,14 @@ StatusOr<std::string> ZfsBackend::Expose(const std::string& name, VolumeMode mod
     return FailedPrecondition("volume " + Id(name) + " is " + VolumeModeName(row.mode) +
                               ", cannot expose it as " + VolumeModeName(mode));
   }
-  if (mode == VolumeMode::kFilesystem) return ExposeFilesystem(row);
+  if (mode == VolumeMode::kFilesystem) {
+    if (row.root_pending) {
+      return FailedPrecondition("volume " + Id(name) + ": its create has not finished (root " +
+                                DescribeVolumeRoot(*row.root_pending) +
+                                " still to apply); a CreateVolume retry finishes it");
+    }
+    return ExposeFilesystem(row);
+  }
   std::string device = ToVolume(row).device_path;
   // zfs creates the zvol's minor asynchronously and udev adds the link later.
   if (!fs_.Exists(device)) {

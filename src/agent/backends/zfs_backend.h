@@ -9,6 +9,13 @@
 // Ownership (backend.h) is the user property pillar-csi:volume-uid, set by
 // zfs create. User properties inherit, so a parent dataset carrying it would
 // mark every child: the backend refuses to work under such a parent.
+//
+// A file system's root directory mode and owner (Create's `root`) can only
+// be set once it exists and is mounted, so zfs create records them in the
+// user property pillar-csi:root-pending along with the ownership mark; they
+// are applied, then the property cleared. A dataset still carrying it is
+// not exposed, and a retried Create finishes it: a crash in between never
+// leaves a volume with the wrong root, and a finished one is never changed.
 #pragma once
 
 #include <mutex>
@@ -26,8 +33,8 @@ namespace pillar::agent {
 class ZfsBackend : public Backend {
  public:
   // `dataset` should pass validate::PoolName; every operation re-checks it
-  // and runs nothing when it does not. `fs` is only used to see whether a
-  // zvol's device node has appeared yet.
+  // and runs nothing when it does not. `fs` is used to see whether a zvol's
+  // device node has appeared yet and to set a file system's root directory.
   ZfsBackend(std::string dataset, Exec& exec, Fs& fs)
       : dataset_(std::move(dataset)), exec_(exec), fs_(fs) {}
 
@@ -41,7 +48,8 @@ class ZfsBackend : public Backend {
   // 16 KiB, the largest default of current OpenZFS, when it is not given).
   StatusOr<BackendVolume> Create(const std::string& name, int64_t size_bytes, VolumeMode mode,
                                  const std::map<std::string, std::string>& params,
-                                 const std::string& owner_uid) override;
+                                 const std::string& owner_uid,
+                                 const std::optional<VolumeRoot>& root) override;
   StatusOr<BackendVolume> Expand(const std::string& name, int64_t size_bytes,
                                  const std::string& owner_uid) override;
   // zfs destroy without -r/-R/-f: a volume with snapshots, clones or users is
@@ -66,6 +74,9 @@ class ZfsBackend : public Backend {
     std::string mountpoint;   // "" unless an absolute path
     int64_t block_bytes = 0;  // volblocksize of a zvol
     std::string owner_uid;    // pillar-csi:volume-uid; "" when unset
+    // pillar-csi:root-pending: the root directory mode and owner a create
+    // has yet to apply; nullopt when there is none.
+    std::optional<VolumeRoot> root_pending;
   };
 
  private:
@@ -80,6 +91,9 @@ class ZfsBackend : public Backend {
   StatusOr<std::optional<DatasetRow>> FindRow(const std::string& name);
   StatusOr<DatasetRow> FindRowOrNotFound(const std::string& name);
   StatusOr<std::string> ExposeFilesystem(const DatasetRow& row);
+  // Mounts the dataset, gives its root directory row.root_pending, then
+  // clears the property.
+  Status ApplyPendingRoot(const DatasetRow& row);
 
   const std::string dataset_;
   Exec& exec_;

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "agent/backends/backend_test_util.h"
+#include "agent/exporters/configfs_test_util.h"
 #include "common/fake_exec.h"
 #include "common/temp_dir.h"
 
@@ -73,8 +74,9 @@ TEST(FileBackendConfigTest, BadPoolNamesAndDirectoriesRefuseEverything) {
 TEST_F(FileBackendTest, RefusesBadVolumeNamesBeforeTouchingAnything) {
   for (const char* bad : {"../x", "-rf", "a;b", "", "a/b", ".pillar"}) {
     SCOPED_TRACE(bad);
-    EXPECT_EQ(backend_->Create(bad, kGiB, VolumeMode::kBlock, {}, kOwner).status().code(),
-              Code::kInvalidArgument);
+    EXPECT_EQ(
+        backend_->Create(bad, kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).status().code(),
+        Code::kInvalidArgument);
     EXPECT_EQ(backend_->Expand(bad, kGiB, kOwner).status().code(), Code::kInvalidArgument);
     EXPECT_EQ(backend_->Delete(bad, kOwner).code(), Code::kInvalidArgument);
     EXPECT_EQ(backend_->Get(bad).status().code(), Code::kInvalidArgument);
@@ -86,18 +88,20 @@ TEST_F(FileBackendTest, RefusesBadVolumeNamesBeforeTouchingAnything) {
 }
 
 TEST_F(FileBackendTest, RefusesNonPositiveSizesAndAnyParameter) {
-  EXPECT_EQ(backend_->Create("v", 0, VolumeMode::kBlock, {}, kOwner).status().code(),
+  EXPECT_EQ(backend_->Create("v", 0, VolumeMode::kBlock, {}, kOwner, std::nullopt).status().code(),
             Code::kInvalidArgument);
-  EXPECT_EQ(backend_->Create("v", -1, VolumeMode::kFilesystem, {}, kOwner).status().code(),
-            Code::kInvalidArgument);
-  auto r = backend_->Create("v", kGiB, VolumeMode::kBlock, {{"compression", "lz4"}}, kOwner);
+  EXPECT_EQ(
+      backend_->Create("v", -1, VolumeMode::kFilesystem, {}, kOwner, std::nullopt).status().code(),
+      Code::kInvalidArgument);
+  auto r = backend_->Create("v", kGiB, VolumeMode::kBlock, {{"compression", "lz4"}}, kOwner,
+                            std::nullopt);
   EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
   EXPECT_THAT(r.status().message(), HasSubstr("compression"));
   EXPECT_THAT(*fs_.ListDir(tmp_.path()), IsEmpty());
 }
 
 TEST_F(FileBackendTest, CreateBlockMakesASparseImageOfExactSize) {
-  auto vol = backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner);
+  auto vol = backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt);
   ASSERT_TRUE(vol.ok()) << vol.status().ToString();
   EXPECT_EQ(vol->name, "vol-1");
   EXPECT_EQ(vol->size_bytes, kGiB);
@@ -109,33 +113,36 @@ TEST_F(FileBackendTest, CreateBlockMakesASparseImageOfExactSize) {
   EXPECT_THAT(exec_.calls(), IsEmpty());  // attaching is Expose's job
 
   // A loop device drops a partial last sector, so sizes round up to 512.
-  auto odd = backend_->Create("odd", 1000, VolumeMode::kBlock, {}, kOwner);
+  auto odd = backend_->Create("odd", 1000, VolumeMode::kBlock, {}, kOwner, std::nullopt);
   ASSERT_TRUE(odd.ok());
   EXPECT_EQ(odd->size_bytes, 1024);
   EXPECT_EQ(*fs_.FileSize(Image("odd")), 1024);
 }
 
 TEST_F(FileBackendTest, CreateIsIdempotentAndRefusesMismatches) {
-  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner).ok());
-  auto again = backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner);
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
+  auto again = backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->size_bytes, kGiB);
-  auto smaller = backend_->Create("vol-1", kMiB, VolumeMode::kBlock, {}, kOwner);
+  auto smaller = backend_->Create("vol-1", kMiB, VolumeMode::kBlock, {}, kOwner, std::nullopt);
   ASSERT_TRUE(smaller.ok());
   EXPECT_EQ(smaller->size_bytes, kGiB);
 
-  auto bigger = backend_->Create("vol-1", 2 * kGiB, VolumeMode::kBlock, {}, kOwner);
+  auto bigger = backend_->Create("vol-1", 2 * kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt);
   EXPECT_EQ(bigger.status().code(), Code::kAlreadyExists);
   EXPECT_THAT(bigger.status().message(), HasSubstr("images/vol-1"));
-  auto other_mode = backend_->Create("vol-1", kGiB, VolumeMode::kFilesystem, {}, kOwner);
+  auto other_mode =
+      backend_->Create("vol-1", kGiB, VolumeMode::kFilesystem, {}, kOwner, std::nullopt);
   EXPECT_EQ(other_mode.status().code(), Code::kAlreadyExists);
   EXPECT_THAT(other_mode.status().message(), HasSubstr("images/vol-1"));
   EXPECT_EQ(*fs_.FileSize(Image("vol-1")), kGiB);  // untouched
   EXPECT_FALSE(fs_.Exists(tmp_.Sub("vol-1")));
 
-  ASSERT_TRUE(backend_->Create("fs-1", kGiB, VolumeMode::kFilesystem, {}, kOwner).ok());
-  EXPECT_EQ(backend_->Create("fs-1", kGiB, VolumeMode::kBlock, {}, kOwner).status().code(),
-            Code::kAlreadyExists);
+  ASSERT_TRUE(
+      backend_->Create("fs-1", kGiB, VolumeMode::kFilesystem, {}, kOwner, std::nullopt).ok());
+  EXPECT_EQ(
+      backend_->Create("fs-1", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).status().code(),
+      Code::kAlreadyExists);
   EXPECT_FALSE(fs_.Exists(Image("fs-1")));
 }
 
@@ -147,7 +154,7 @@ TEST_F(FileBackendTest, AnImageWithoutOwnershipMarkIsNeverTouched) {
     std::ofstream out(Image("precious"));
     out << data;
   }
-  auto adopt = backend_->Create("precious", 1, VolumeMode::kBlock, {}, kOwner);
+  auto adopt = backend_->Create("precious", 1, VolumeMode::kBlock, {}, kOwner, std::nullopt);
   EXPECT_EQ(adopt.status().code(), Code::kAlreadyExists);
   EXPECT_THAT(adopt.status().message(),
               HasSubstr("file pool images: precious.img exists and is not pillar's"));
@@ -160,16 +167,18 @@ TEST_F(FileBackendTest, AnImageWithoutOwnershipMarkIsNeverTouched) {
   ASSERT_TRUE(backend_->SetOwner("precious", kOwner).ok());
   EXPECT_EQ(backend_->Get("precious")->owner_uid, kOwner);
   EXPECT_EQ(backend_->SetOwner("precious", kOtherOwner).code(), Code::kAlreadyExists);
-  EXPECT_EQ(backend_->Create("precious", 1, VolumeMode::kBlock, {}, kOtherOwner).status().code(),
+  EXPECT_EQ(backend_->Create("precious", 1, VolumeMode::kBlock, {}, kOtherOwner, std::nullopt)
+                .status()
+                .code(),
             Code::kAlreadyExists);
   EXPECT_EQ(backend_->Delete("precious", kOtherOwner).code(), Code::kFailedPrecondition);
-  EXPECT_TRUE(backend_->Create("precious", 1, VolumeMode::kBlock, {}, kOwner).ok());
+  EXPECT_TRUE(backend_->Create("precious", 1, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
   EXPECT_EQ(*fs_.ReadFile(Image("precious")), data);
   EXPECT_EQ(backend_->SetOwner("nope", kOwner).code(), Code::kNotFound);
 }
 
 TEST_F(FileBackendTest, CreatedVolumesCarryTheirOwnerInA0600Sidecar) {
-  ASSERT_TRUE(backend_->Create("vol-1", kMiB, VolumeMode::kBlock, {}, kOwner).ok());
+  ASSERT_TRUE(backend_->Create("vol-1", kMiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
   auto sidecar = ParseFileSidecar(*fs_.ReadFile(tmp_.Sub(".pillar/vol-1.json")));
   ASSERT_TRUE(sidecar.ok());
   EXPECT_EQ(sidecar->mode, VolumeMode::kBlock);
@@ -181,7 +190,9 @@ TEST_F(FileBackendTest, CreatedVolumesCarryTheirOwnerInA0600Sidecar) {
   ASSERT_TRUE(list.ok());
   ASSERT_EQ(list->size(), 1U);
   EXPECT_EQ((*list)[0].owner_uid, kOwner);
-  EXPECT_EQ(backend_->Create("vol-1", kMiB, VolumeMode::kBlock, {}, "not-a-uuid").status().code(),
+  EXPECT_EQ(backend_->Create("vol-1", kMiB, VolumeMode::kBlock, {}, "not-a-uuid", std::nullopt)
+                .status()
+                .code(),
             Code::kInvalidArgument);
 }
 
@@ -204,7 +215,7 @@ TEST(FileSidecarTest, ParsesOldAndNewFormsAndRefusesTheRest) {
 }
 
 TEST_F(FileBackendTest, CreateFilesystemMakesADirectoryAndRecordsItsSize) {
-  auto vol = backend_->Create("fs-1", 5 * kGiB, VolumeMode::kFilesystem, {}, kOwner);
+  auto vol = backend_->Create("fs-1", 5 * kGiB, VolumeMode::kFilesystem, {}, kOwner, std::nullopt);
   ASSERT_TRUE(vol.ok()) << vol.status().ToString();
   EXPECT_EQ(vol->mode, VolumeMode::kFilesystem);
   EXPECT_EQ(vol->export_path, tmp_.Sub("fs-1"));
@@ -221,19 +232,148 @@ TEST_F(FileBackendTest, CreateFilesystemMakesADirectoryAndRecordsItsSize) {
 TEST_F(FileBackendTest, CreateFilesystemAdoptsOnlyAnEmptyDirectoryWithoutSidecar) {
   ASSERT_TRUE(fs_.MakeDir(tmp_.Sub("empty")).ok());
   EXPECT_EQ(backend_->Get("empty").status().code(), Code::kNotFound);  // not ours yet
-  EXPECT_TRUE(backend_->Create("empty", kGiB, VolumeMode::kFilesystem, {}, kOwner).ok());
+  EXPECT_TRUE(
+      backend_->Create("empty", kGiB, VolumeMode::kFilesystem, {}, kOwner, std::nullopt).ok());
 
   ASSERT_TRUE(fs_.MakeDir(tmp_.Sub("data")).ok());
   ASSERT_TRUE(fs_.WriteFile(tmp_.Sub("data/precious"), "x").ok());
-  auto r = backend_->Create("data", kGiB, VolumeMode::kFilesystem, {}, kOwner);
+  auto r = backend_->Create("data", kGiB, VolumeMode::kFilesystem, {}, kOwner, std::nullopt);
   EXPECT_EQ(r.status().code(), Code::kAlreadyExists);
   EXPECT_THAT(r.status().message(), HasSubstr("not empty"));
   EXPECT_FALSE(fs_.Exists(tmp_.Sub(".pillar/data.json")));
 
   // The block image of volume "x" occupies the path of filesystem "x.img".
-  ASSERT_TRUE(backend_->Create("x", kMiB, VolumeMode::kBlock, {}, kOwner).ok());
-  EXPECT_EQ(backend_->Create("x.img", kMiB, VolumeMode::kFilesystem, {}, kOwner).status().code(),
+  ASSERT_TRUE(backend_->Create("x", kMiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
+  EXPECT_EQ(backend_->Create("x.img", kMiB, VolumeMode::kFilesystem, {}, kOwner, std::nullopt)
+                .status()
+                .code(),
             Code::kAlreadyExists);
+}
+
+// PosixFs whose Chmod fails while `fail_chmod` is set: the agent dying
+// between mkdir and chmod leaves the same directory behind.
+class ChmodFailingFs : public PosixFs {
+ public:
+  Status Chmod(const std::string& path, mode_t mode) override {
+    if (fail_chmod) return Internal("chmod " + path + ": injected failure");
+    return PosixFs::Chmod(path, mode);
+  }
+  bool fail_chmod = false;
+};
+
+TEST_F(FileBackendTest, CreateFilesystemGivesItsRootTheModeAndOwnerBeforeTheSidecar) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to give a directory away";
+  testing::RecordingFs recording(fs_);
+  FileBackend b("images", tmp_.path(), exec_, recording);
+  const std::string dir = tmp_.Sub("share");
+  auto vol =
+      b.Create("share", kGiB, VolumeMode::kFilesystem, {}, kOwner, VolumeRoot{02770, 1000, 2000});
+  ASSERT_TRUE(vol.ok()) << vol.status().ToString();
+  VolumeRoot st = RootOf(dir);
+  EXPECT_EQ(st.mode, 02770u) << "setgid kept, umask ignored";
+  EXPECT_EQ(st.uid, 1000u);
+  EXPECT_EQ(st.gid, 2000u);
+  // Owner, then mode, then the mark: the directory is no volume until it
+  // has both.
+  EXPECT_THAT(recording.ops(),
+              ElementsAre("mkdir " + dir, "chown " + dir + " = 1000:2000",
+                          "chmod " + dir + " = 2770", "mkdir -p " + tmp_.Sub(".pillar"),
+                          ::testing::StartsWith("write-atomic " + tmp_.Sub(".pillar/share.json"))));
+
+  // World-writable with the sticky bit, owned by root, as a scratch share.
+  ASSERT_TRUE(
+      b.Create("scratch", kGiB, VolumeMode::kFilesystem, {}, kOwner, VolumeRoot{01777, 0, 0}).ok());
+  st = RootOf(tmp_.Sub("scratch"));
+  EXPECT_EQ(st.mode, 01777u);
+  EXPECT_EQ(st.uid, 0u);
+}
+
+TEST_F(FileBackendTest, ARetryNeverChangesTheRootOfACompleteVolume) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to give a directory away";
+  const std::string dir = tmp_.Sub("share");
+  const VolumeRoot root{0770, 1000, 1000};
+  ASSERT_TRUE(backend_->Create("share", kGiB, VolumeMode::kFilesystem, {}, kOwner, root).ok());
+  // Its users changed it since (a pod ran chmod, an admin chowned it).
+  ASSERT_TRUE(fs_.Chmod(dir, 0700).ok());
+  ASSERT_TRUE(fs_.Chown(dir, 2000, 3000).ok());
+
+  testing::RecordingFs recording(fs_);
+  FileBackend b("images", tmp_.path(), exec_, recording);
+  auto again = b.Create("share", kGiB, VolumeMode::kFilesystem, {}, kOwner, root);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_THAT(recording.ops(), IsEmpty());
+  VolumeRoot st = RootOf(dir);
+  EXPECT_EQ(st.mode, 0700u);
+  EXPECT_EQ(st.uid, 2000u);
+  EXPECT_EQ(st.gid, 3000u);
+}
+
+TEST_F(FileBackendTest, ACrashBeforeTheModeLeavesNoVolumeAndTheRetryAppliesIt) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to give a directory away";
+  ChmodFailingFs fs;
+  FileBackend b("images", tmp_.path(), exec_, fs);
+  const std::string dir = tmp_.Sub("share");
+  const VolumeRoot root{02775, 1000, 1000};
+  fs.fail_chmod = true;
+  EXPECT_EQ(b.Create("share", kGiB, VolumeMode::kFilesystem, {}, kOwner, root).status().code(),
+            Code::kInternal);
+  // Made and chowned, not yet chmodded: no volume, so nothing exports it.
+  EXPECT_TRUE(fs.IsDir(dir));
+  EXPECT_EQ(RootOf(dir).uid, 1000u);
+  EXPECT_NE(RootOf(dir).mode, 02775u);
+  EXPECT_FALSE(fs.Exists(tmp_.Sub(".pillar/share.json")));
+  EXPECT_EQ(b.Get("share").status().code(), Code::kNotFound);
+  EXPECT_EQ(b.Expose("share", VolumeMode::kFilesystem).status().code(), Code::kNotFound);
+  EXPECT_THAT(*b.List(), IsEmpty());
+
+  fs.fail_chmod = false;
+  auto vol = b.Create("share", kGiB, VolumeMode::kFilesystem, {}, kOwner, root);
+  ASSERT_TRUE(vol.ok()) << vol.status().ToString();
+  VolumeRoot st = RootOf(dir);
+  EXPECT_EQ(st.mode, 02775u);
+  EXPECT_EQ(st.uid, 1000u);
+  EXPECT_EQ(st.gid, 1000u);
+  EXPECT_EQ(b.Get("share")->owner_uid, kOwner);
+
+  // Dying right after mkdir leaves an empty root-owned 0755 directory: the
+  // same retry gives it the owner as well as the mode.
+  ASSERT_TRUE(fs.MakeDir(tmp_.Sub("early")).ok());
+  ASSERT_TRUE(b.Create("early", kGiB, VolumeMode::kFilesystem, {}, kOwner, root).ok());
+  st = RootOf(tmp_.Sub("early"));
+  EXPECT_EQ(st.mode, 02775u);
+  EXPECT_EQ(st.uid, 1000u);
+}
+
+TEST_F(FileBackendTest, RootIsRefusedForBlockVolumesAndOutOfRangeAndChangesNothing) {
+  struct Case {
+    VolumeMode mode;
+    VolumeRoot root;
+    const char* says;
+  };
+  for (const Case& c :
+       std::vector<Case>{{VolumeMode::kBlock, {0770, 0, 0}, "filesystem volumes only"},
+                         {VolumeMode::kFilesystem, {010000, 0, 0}, "at most 07777"},
+                         {VolumeMode::kFilesystem, {0770, UINT32_MAX, 0}, "at most 4294967294"},
+                         {VolumeMode::kFilesystem, {0770, 0, UINT32_MAX}, "at most 4294967294"}}) {
+    auto r = backend_->Create("v", kGiB, c.mode, {}, kOwner, c.root);
+    EXPECT_EQ(r.status().code(), Code::kInvalidArgument) << c.says;
+    EXPECT_THAT(r.status().message(), HasSubstr(c.says));
+  }
+  EXPECT_THAT(*fs_.ListDir(tmp_.path()), IsEmpty());
+  EXPECT_THAT(exec_.calls(), IsEmpty());
+}
+
+TEST_F(FileBackendTest, APlantedSymlinkNeverPassesTheRootOnToItsTarget) {
+  testing::TempDir outside;
+  ASSERT_TRUE(fs_.Chmod(outside.path(), 0700).ok());
+  ASSERT_TRUE(fs_.Symlink(outside.path(), tmp_.Sub("share")).ok());
+  auto r = backend_->Create("share", kGiB, VolumeMode::kFilesystem, {}, kOwner,
+                            VolumeRoot{0777, 1000, 1000});
+  EXPECT_EQ(r.status().code(), Code::kFailedPrecondition) << r.status().ToString();
+  VolumeRoot st = RootOf(outside.path());
+  EXPECT_EQ(st.mode, 0700u);
+  EXPECT_EQ(st.uid, geteuid());
+  EXPECT_FALSE(fs_.Exists(tmp_.Sub(".pillar/share.json")));
 }
 
 TEST_F(FileBackendTest, GetOfAMissingVolumeIsNotFound) {
@@ -243,7 +383,8 @@ TEST_F(FileBackendTest, GetOfAMissingVolumeIsNotFound) {
 }
 
 TEST_F(FileBackendTest, CorruptSidecarIsInternal) {
-  ASSERT_TRUE(backend_->Create("fs-1", kGiB, VolumeMode::kFilesystem, {}, kOwner).ok());
+  ASSERT_TRUE(
+      backend_->Create("fs-1", kGiB, VolumeMode::kFilesystem, {}, kOwner, std::nullopt).ok());
   ASSERT_TRUE(fs_.WriteFile(tmp_.Sub(".pillar/fs-1.json"), "{\"size_bytes\": \"big\"}").ok());
   auto r = backend_->Get("fs-1");
   EXPECT_EQ(r.status().code(), Code::kInternal);
@@ -262,7 +403,7 @@ TEST_F(FileBackendTest, ASymlinkedImageIsNeverTakenForAVolume) {
 }
 
 TEST_F(FileBackendTest, ExpandGrowsTheImageAndTellsAnAttachedLoopDevice) {
-  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner).ok());
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
   OnLoopList(LoopJson("/dev/loop7", Image("vol-1")));
   exec_.OnOutput({"losetup", "--set-capacity"}, "");
   auto vol = backend_->Expand("vol-1", 2 * kGiB, kOwner);
@@ -274,7 +415,7 @@ TEST_F(FileBackendTest, ExpandGrowsTheImageAndTellsAnAttachedLoopDevice) {
 }
 
 TEST_F(FileBackendTest, ExpandOfADetachedImageOnlyGrowsTheFile) {
-  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner).ok());
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
   OnLoopList(kNoLoops);
   ASSERT_TRUE(backend_->Expand("vol-1", 3 * kGiB, kOwner).ok());
   EXPECT_EQ(*fs_.FileSize(Image("vol-1")), 3 * kGiB);
@@ -282,7 +423,7 @@ TEST_F(FileBackendTest, ExpandOfADetachedImageOnlyGrowsTheFile) {
 }
 
 TEST_F(FileBackendTest, ExpandNeverShrinksAndIsANoOpAtTheSameSize) {
-  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner).ok());
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
   auto same = backend_->Expand("vol-1", kGiB, kOwner);
   ASSERT_TRUE(same.ok());
   EXPECT_EQ(same->size_bytes, kGiB);
@@ -296,7 +437,8 @@ TEST_F(FileBackendTest, ExpandNeverShrinksAndIsANoOpAtTheSameSize) {
 }
 
 TEST_F(FileBackendTest, ExpandFilesystemRewritesTheSidecar) {
-  ASSERT_TRUE(backend_->Create("fs-1", kGiB, VolumeMode::kFilesystem, {}, kOwner).ok());
+  ASSERT_TRUE(
+      backend_->Create("fs-1", kGiB, VolumeMode::kFilesystem, {}, kOwner, std::nullopt).ok());
   auto vol = backend_->Expand("fs-1", 2 * kGiB, kOwner);
   ASSERT_TRUE(vol.ok());
   EXPECT_EQ(vol->size_bytes, 2 * kGiB);
@@ -306,7 +448,7 @@ TEST_F(FileBackendTest, ExpandFilesystemRewritesTheSidecar) {
 }
 
 TEST_F(FileBackendTest, DeleteDetachesThenRemovesTheImage) {
-  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner).ok());
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
   OnLoopList(LoopJson("/dev/loop3", Image("vol-1")));
   exec_.OnOutput({"losetup", "--detach"}, "");
   ASSERT_TRUE(backend_->Delete("vol-1", kOwner).ok());
@@ -319,7 +461,7 @@ TEST_F(FileBackendTest, DeleteDetachesThenRemovesTheImage) {
 }
 
 TEST_F(FileBackendTest, DeleteKeepsTheImageWhenDetachFails) {
-  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner).ok());
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
   OnLoopList(LoopJson("/dev/loop3", Image("vol-1")));
   exec_.OnOutput({"losetup", "--detach"}, "", 1,
                  "losetup: /dev/loop3: detach failed: Permission denied\n");
@@ -331,7 +473,8 @@ TEST_F(FileBackendTest, DeleteKeepsTheImageWhenDetachFails) {
 }
 
 TEST_F(FileBackendTest, DeleteFilesystemRemovesTheTreeAndSidecar) {
-  ASSERT_TRUE(backend_->Create("fs-1", kGiB, VolumeMode::kFilesystem, {}, kOwner).ok());
+  ASSERT_TRUE(
+      backend_->Create("fs-1", kGiB, VolumeMode::kFilesystem, {}, kOwner, std::nullopt).ok());
   ASSERT_TRUE(fs_.MakeDirs(tmp_.Sub("fs-1/a/b")).ok());
   ASSERT_TRUE(fs_.WriteFile(tmp_.Sub("fs-1/a/b/file"), "data").ok());
   ASSERT_TRUE(backend_->Delete("fs-1", kOwner).ok());
@@ -342,8 +485,9 @@ TEST_F(FileBackendTest, DeleteFilesystemRemovesTheTreeAndSidecar) {
 }
 
 TEST_F(FileBackendTest, ListShowsVolumesOnlyAndCapacityComesFromStatvfs) {
-  ASSERT_TRUE(backend_->Create("b-1", kMiB, VolumeMode::kBlock, {}, kOwner).ok());
-  ASSERT_TRUE(backend_->Create("f-1", kGiB, VolumeMode::kFilesystem, {}, kOwner).ok());
+  ASSERT_TRUE(backend_->Create("b-1", kMiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
+  ASSERT_TRUE(
+      backend_->Create("f-1", kGiB, VolumeMode::kFilesystem, {}, kOwner, std::nullopt).ok());
   ASSERT_TRUE(fs_.MakeDir(tmp_.Sub("stray-dir")).ok());          // no sidecar
   ASSERT_TRUE(fs_.WriteFile(tmp_.Sub("notes.txt"), "hi").ok());  // not an image
   ASSERT_TRUE(fs_.WriteFile(tmp_.Sub("-bad.img"), "").ok());     // not a volume name
@@ -366,7 +510,7 @@ TEST_F(FileBackendTest, ListShowsVolumesOnlyAndCapacityComesFromStatvfs) {
 }
 
 TEST_F(FileBackendTest, ExposeAttachesADetachedImage) {
-  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner).ok());
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
   OnLoopList(kNoLoops);
   exec_.OnOutput({"losetup", "--find"}, "/dev/loop4\n");
   auto dev = backend_->Expose("vol-1", VolumeMode::kBlock);
@@ -378,14 +522,14 @@ TEST_F(FileBackendTest, ExposeAttachesADetachedImage) {
 }
 
 TEST_F(FileBackendTest, ExposeReusesAnExistingAttachment) {
-  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner).ok());
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
   OnLoopList(LoopJson("/dev/loop0", Image("vol-1")));
   EXPECT_EQ(*backend_->Expose("vol-1", VolumeMode::kBlock), "/dev/loop0");
   EXPECT_THAT(exec_.CallLines(), ElementsAre(ListCmd("vol-1")));
 }
 
 TEST_F(FileBackendTest, ExposeAcceptsTheSilentOutputOfOlderLosetup) {
-  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner).ok());
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
   OnLoopList("");
   exec_.OnOutput({"losetup", "--find"}, "/dev/loop1\n");
   EXPECT_EQ(*backend_->Expose("vol-1", VolumeMode::kBlock), "/dev/loop1");
@@ -395,7 +539,8 @@ TEST_F(FileBackendTest, ExposeNeverCreatesAndChecksTheMode) {
   auto missing = backend_->Expose("nope", VolumeMode::kBlock);
   EXPECT_EQ(missing.status().code(), Code::kNotFound);
   EXPECT_FALSE(fs_.Exists(Image("nope")));
-  ASSERT_TRUE(backend_->Create("fs-1", kGiB, VolumeMode::kFilesystem, {}, kOwner).ok());
+  ASSERT_TRUE(
+      backend_->Create("fs-1", kGiB, VolumeMode::kFilesystem, {}, kOwner, std::nullopt).ok());
   EXPECT_EQ(*backend_->Expose("fs-1", VolumeMode::kFilesystem), tmp_.Sub("fs-1"));
   EXPECT_EQ(backend_->Expose("fs-1", VolumeMode::kBlock).status().code(),
             Code::kFailedPrecondition);
@@ -403,7 +548,7 @@ TEST_F(FileBackendTest, ExposeNeverCreatesAndChecksTheMode) {
 }
 
 TEST_F(FileBackendTest, ExposeReportsLosetupFailuresWithCommandAndStderr) {
-  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner).ok());
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
   OnLoopList(kNoLoops);
   exec_.OnOutput(
       {"losetup", "--find"}, "", 1,
@@ -415,14 +560,14 @@ TEST_F(FileBackendTest, ExposeReportsLosetupFailuresWithCommandAndStderr) {
 }
 
 TEST_F(FileBackendTest, ExposeRefusesWhatIsNotALoopDevice) {
-  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner).ok());
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
   OnLoopList(kNoLoops);
   exec_.OnOutput({"losetup", "--find"}, "/dev/sda\n");
   EXPECT_EQ(backend_->Expose("vol-1", VolumeMode::kBlock).status().code(), Code::kInternal);
 }
 
 TEST_F(FileBackendTest, MalformedLosetupJsonIsInternal) {
-  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner).ok());
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
   for (const char* bad :
        {"{\"loopdevices\": [", "{\"devices\": []}", "{\"loopdevices\": [{\"back-file\": \"/x\"}]}",
         "{\"loopdevices\": [{\"name\": \"/dev/sda; rm\"}]}"}) {
@@ -438,7 +583,7 @@ TEST_F(FileBackendTest, MalformedLosetupJsonIsInternal) {
 }
 
 TEST_F(FileBackendTest, UnexposeDetachesEveryAttachment) {
-  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner).ok());
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
   const std::string two =
       "{\n   \"loopdevices\": [\n      {\n         \"name\": \"/dev/loop0\",\n         "
       "\"back-file\": \"" +
@@ -464,7 +609,8 @@ TEST_F(FileBackendTest, RealLoopDeviceAttachReuseGrowDetach) {
   }
   SystemExec exec;
   auto backend = std::make_unique<FileBackend>("images", tmp_.path(), exec, fs_);
-  ASSERT_TRUE(backend->Create("real", 64 * kMiB, VolumeMode::kBlock, {}, kOwner).ok());
+  ASSERT_TRUE(
+      backend->Create("real", 64 * kMiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
   struct Detach {
     FileBackend* b;
     ~Detach() { (void)b->Unexpose("real"); }

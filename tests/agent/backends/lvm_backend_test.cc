@@ -98,7 +98,7 @@ TEST_F(LvmBackendTest, RefusesBadVolumeNamesBeforeRunningAnything) {
   auto b = Linear();
   for (const char* bad : {"../x", "-rf", "a;b", "", "vg0/x", "[tp_tdata]"}) {
     SCOPED_TRACE(bad);
-    EXPECT_EQ(b->Create(bad, kGiB, VolumeMode::kBlock, {}, kOwner).status().code(),
+    EXPECT_EQ(b->Create(bad, kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).status().code(),
               Code::kInvalidArgument);
     EXPECT_EQ(b->Expand(bad, kGiB, kOwner).status().code(), Code::kInvalidArgument);
     EXPECT_EQ(b->Delete(bad, kOwner).code(), Code::kInvalidArgument);
@@ -111,12 +111,12 @@ TEST_F(LvmBackendTest, RefusesBadVolumeNamesBeforeRunningAnything) {
 
 TEST_F(LvmBackendTest, RefusesFilesystemModeSizesAndParameters) {
   auto b = Linear();
-  auto fs = b->Create("v", kGiB, VolumeMode::kFilesystem, {}, kOwner);
+  auto fs = b->Create("v", kGiB, VolumeMode::kFilesystem, {}, kOwner, std::nullopt);
   EXPECT_EQ(fs.status().code(), Code::kInvalidArgument);
   EXPECT_THAT(fs.status().message(), HasSubstr("filesystem"));
-  EXPECT_EQ(b->Create("v", 0, VolumeMode::kBlock, {}, kOwner).status().code(),
+  EXPECT_EQ(b->Create("v", 0, VolumeMode::kBlock, {}, kOwner, std::nullopt).status().code(),
             Code::kInvalidArgument);
-  auto p = b->Create("v", kGiB, VolumeMode::kBlock, {{"stripes", "2"}}, kOwner);
+  auto p = b->Create("v", kGiB, VolumeMode::kBlock, {{"stripes", "2"}}, kOwner, std::nullopt);
   EXPECT_EQ(p.status().code(), Code::kInvalidArgument);
   EXPECT_THAT(p.status().message(), HasSubstr("stripes"));
   EXPECT_EQ(b->Expose("v", VolumeMode::kFilesystem).status().code(), Code::kInvalidArgument);
@@ -125,7 +125,7 @@ TEST_F(LvmBackendTest, RefusesFilesystemModeSizesAndParameters) {
 
 TEST_F(LvmBackendTest, CreateLinearWipesAndReportsTheRealSize) {
   OnLvsChangingAfter("lvcreate", FullVg(), Lvs({LvRow("new", kGiB + 4 * kMiB, "-wi-a-----")}));
-  auto vol = Linear()->Create("new", kGiB + 1, VolumeMode::kBlock, {}, kOwner);
+  auto vol = Linear()->Create("new", kGiB + 1, VolumeMode::kBlock, {}, kOwner, std::nullopt);
   ASSERT_TRUE(vol.ok()) << vol.status().ToString();
   EXPECT_EQ(vol->size_bytes, kGiB + 4 * kMiB);  // lvm rounded up to extents
   EXPECT_EQ(vol->device_path, "/dev/vg0/new");
@@ -144,7 +144,7 @@ TEST_F(LvmBackendTest, CreateThinUsesTheThinPool) {
   OnLvsChangingAfter(
       "lvcreate", FullVg(),
       Lvs({LvRow("tp", 10 * kGiB, "twi-aotz--"), LvRow("new", 20 * kGiB, "Vwi-a-tz--", "tp")}));
-  auto vol = Thin()->Create("new", 20 * kGiB, VolumeMode::kBlock, {}, kOwner);
+  auto vol = Thin()->Create("new", 20 * kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt);
   ASSERT_TRUE(vol.ok()) << vol.status().ToString();
   EXPECT_EQ(vol->size_bytes, 20 * kGiB);
   EXPECT_THAT(
@@ -159,24 +159,24 @@ TEST_F(LvmBackendTest, CreateThinUsesTheThinPool) {
 TEST_F(LvmBackendTest, CreateIsIdempotentAndRefusesMismatches) {
   exec_.OnOutput({"lvs"}, FullVg());
   auto b = Linear();
-  auto same = b->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner);
+  auto same = b->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt);
   ASSERT_TRUE(same.ok()) << same.status().ToString();
   EXPECT_EQ(same->size_bytes, kGiB);
-  EXPECT_TRUE(b->Create("vol-1", kMiB, VolumeMode::kBlock, {}, kOwner).ok());
-  auto bigger = b->Create("vol-1", 2 * kGiB, VolumeMode::kBlock, {}, kOwner);
+  EXPECT_TRUE(b->Create("vol-1", kMiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
+  auto bigger = b->Create("vol-1", 2 * kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt);
   EXPECT_EQ(bigger.status().code(), Code::kAlreadyExists);
   EXPECT_THAT(bigger.status().message(), HasSubstr("vg0/vol-1"));
   // Names held by LVs that are not linear volumes: never adopted.
   for (const char* foreign : {"tp", "thin-1", "snap"}) {
-    auto r = b->Create(foreign, kMiB, VolumeMode::kBlock, {}, kOwner);
+    auto r = b->Create(foreign, kMiB, VolumeMode::kBlock, {}, kOwner, std::nullopt);
     EXPECT_EQ(r.status().code(), Code::kAlreadyExists) << foreign;
     EXPECT_THAT(r.status().message(), HasSubstr(std::string("vg0/") + foreign));
   }
   auto t = Thin();
-  EXPECT_TRUE(t->Create("thin-1", 5 * kGiB, VolumeMode::kBlock, {}, kOwner).ok());
-  EXPECT_EQ(t->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner).status().code(),
+  EXPECT_TRUE(t->Create("thin-1", 5 * kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
+  EXPECT_EQ(t->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).status().code(),
             Code::kAlreadyExists);
-  EXPECT_EQ(t->Create("tp", kGiB, VolumeMode::kBlock, {}, kOwner).status().code(),
+  EXPECT_EQ(t->Create("tp", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).status().code(),
             Code::kAlreadyExists);
   for (const auto& line : exec_.CallLines()) EXPECT_EQ(line, kLvsCmd);
 }
@@ -186,7 +186,7 @@ TEST_F(LvmBackendTest, CreateReportsLvcreateFailure) {
   exec_.OnOutput({"lvcreate"}, "", 5,
                  "  Volume group \"vg0\" has insufficient free space (255 extents): 257 "
                  "required.\n");
-  auto r = Linear()->Create("big", 257 * (4 * kMiB), VolumeMode::kBlock, {}, kOwner);
+  auto r = Linear()->Create("big", 257 * (4 * kMiB), VolumeMode::kBlock, {}, kOwner, std::nullopt);
   EXPECT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(), HasSubstr("lvcreate --yes"));
   EXPECT_THAT(r.status().message(), HasSubstr("insufficient free space"));
@@ -255,15 +255,15 @@ TEST_F(LvmBackendTest, OwnershipTagGuardsCreateExpandDelete) {
                                LvRow("mine", kGiB, "-wi-a-----", "",
                                      "backup,pillar-csi.volume-uid." + std::string(kOwner))}));
   auto b = Linear();
-  auto adopt = b->Create("precious", kGiB, VolumeMode::kBlock, {}, kOwner);
+  auto adopt = b->Create("precious", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt);
   EXPECT_EQ(adopt.status().code(), Code::kAlreadyExists);
   EXPECT_THAT(adopt.status().message(),
               HasSubstr("lvm pool vg0: LV precious exists and is not pillar's"));
   EXPECT_THAT(adopt.status().message(), HasSubstr("import=true"));
-  auto taken = b->Create("theirs", kGiB, VolumeMode::kBlock, {}, kOwner);
+  auto taken = b->Create("theirs", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt);
   EXPECT_EQ(taken.status().code(), Code::kAlreadyExists);
   EXPECT_THAT(taken.status().message(), HasSubstr(kOtherOwner));
-  auto mine = b->Create("mine", kGiB, VolumeMode::kBlock, {}, kOwner);
+  auto mine = b->Create("mine", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt);
   ASSERT_TRUE(mine.ok()) << mine.status().ToString();
   EXPECT_EQ(mine->owner_uid, kOwner);
   for (const char* name : {"precious", "theirs"}) {

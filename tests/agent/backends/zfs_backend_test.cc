@@ -2,11 +2,14 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <set>
 
 #include "agent/backends/backend_test_util.h"
 #include "common/fake_exec.h"
+#include "common/temp_dir.h"
 
 namespace pillar::agent {
 namespace {
@@ -17,20 +20,24 @@ using ::testing::IsEmpty;
 
 constexpr int64_t kGiB = int64_t{1} << 30;
 
-// `zfs list -Hp -o name,type,volsize,refquota,volblocksize,mountpoint -r -d 1
-// -t volume,filesystem tank/pillar` in the format of OpenZFS 2.1: tab
-// separated, exact numbers, "-" where a property does not apply, refquota
-// 0 for none. The parent dataset itself comes first.
+// `zfs list -Hp -o name,type,volsize,refquota,volblocksize,pillar-csi:volume-uid,
+// pillar-csi:root-pending,mountpoint -r -d 1 -t volume,filesystem tank/pillar`
+// in the format of OpenZFS 2.1: tab separated, exact numbers, "-" where a
+// property does not apply or a user property is unset, refquota 0 for none.
+// The parent dataset itself comes first.
 constexpr char kList[] =
-    "tank/pillar\tfilesystem\t-\t0\t-\t-\t/tank/pillar\n"
-    "tank/pillar/vol-1\tvolume\t10737418240\t-\t16384\t11111111-2222-4333-8444-555555555555\t-\n"
-    "tank/pillar/fs-1\tfilesystem\t-\t5368709120\t-\t11111111-2222-4333-8444-555555555555\t/tank/"
+    "tank/pillar\tfilesystem\t-\t0\t-\t-\t-\t/tank/pillar\n"
+    "tank/pillar/vol-1\tvolume\t10737418240\t-\t16384\t11111111-2222-4333-8444-555555555555\t-\t-\n"
+    "tank/pillar/fs-1\tfilesystem\t-\t5368709120\t-\t11111111-2222-4333-8444-555555555555\t-\t/"
+    "tank/"
     "pillar/fs-1\n"
     "tank/pillar/"
-    "legacy\tfilesystem\t-\t1073741824\t-\t11111111-2222-4333-8444-555555555555\tlegacy\n";
-constexpr char kListParentOnly[] = "tank/pillar\tfilesystem\t-\t0\t-\t-\t/tank/pillar\n";
+    "legacy\tfilesystem\t-\t1073741824\t-\t11111111-2222-4333-8444-555555555555\t-\tlegacy\n";
+constexpr char kListParentOnly[] = "tank/pillar\tfilesystem\t-\t0\t-\t-\t-\t/tank/pillar\n";
 constexpr char kListCmd[] =
-    "zfs list -Hp -o name,type,volsize,refquota,volblocksize,pillar-csi:volume-uid,mountpoint -r "
+    "zfs list -Hp -o "
+    "name,type,volsize,refquota,volblocksize,pillar-csi:volume-uid,pillar-csi:root-pending,"
+    "mountpoint -r "
     "-d 1 -t "
     "volume,filesystem -- tank/pillar";
 
@@ -78,7 +85,7 @@ TEST_F(ZfsBackendTest, RefusesBadVolumeNamesBeforeRunningAnything) {
   auto b = Backend();
   for (const char* bad : {"../x", "-rf", "a;b", "", "x/y", "vol@snap"}) {
     SCOPED_TRACE(bad);
-    EXPECT_EQ(b->Create(bad, kGiB, VolumeMode::kBlock, {}, kOwner).status().code(),
+    EXPECT_EQ(b->Create(bad, kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).status().code(),
               Code::kInvalidArgument);
     EXPECT_EQ(b->Expand(bad, kGiB, kOwner).status().code(), Code::kInvalidArgument);
     EXPECT_EQ(b->Delete(bad, kOwner).code(), Code::kInvalidArgument);
@@ -86,7 +93,7 @@ TEST_F(ZfsBackendTest, RefusesBadVolumeNamesBeforeRunningAnything) {
     EXPECT_EQ(b->Expose(bad, VolumeMode::kBlock).status().code(), Code::kInvalidArgument);
     EXPECT_EQ(b->Unexpose(bad).code(), Code::kInvalidArgument);
   }
-  EXPECT_EQ(b->Create("v", 0, VolumeMode::kBlock, {}, kOwner).status().code(),
+  EXPECT_EQ(b->Create("v", 0, VolumeMode::kBlock, {}, kOwner, std::nullopt).status().code(),
             Code::kInvalidArgument);
   EXPECT_THAT(exec_.calls(), IsEmpty());
 }
@@ -112,7 +119,7 @@ TEST_F(ZfsBackendTest, ParametersAreAllowlistedAndStrictlyFormed) {
            {VolumeMode::kBlock, "volblocksize", "1G"},
        }) {
     SCOPED_TRACE(c.key + "=" + c.value);
-    auto r = b->Create("v", kGiB, c.mode, {{c.key, c.value}}, kOwner);
+    auto r = b->Create("v", kGiB, c.mode, {{c.key, c.value}}, kOwner, std::nullopt);
     EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
     EXPECT_THAT(r.status().message(), HasSubstr(c.key));
   }
@@ -124,8 +131,8 @@ TEST_F(ZfsBackendTest, CreateZvol) {
       {"zfs", "create"}, kList,
       std::string(kList) +
           "tank/pillar/"
-          "vol-2\tvolume\t1073741824\t-\t16384\t11111111-2222-4333-8444-555555555555\t-\n");
-  auto vol = Backend()->Create("vol-2", kGiB, VolumeMode::kBlock, {}, kOwner);
+          "vol-2\tvolume\t1073741824\t-\t16384\t11111111-2222-4333-8444-555555555555\t-\t-\n");
+  auto vol = Backend()->Create("vol-2", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt);
   ASSERT_TRUE(vol.ok()) << vol.status().ToString();
   EXPECT_EQ(vol->size_bytes, kGiB);
   EXPECT_EQ(vol->mode, VolumeMode::kBlock);
@@ -143,10 +150,10 @@ TEST_F(ZfsBackendTest, CreateSparseZvolWithPropertiesRoundsToTheBlockSize) {
       {"zfs", "create"}, kList,
       std::string(kList) +
           "tank/pillar/"
-          "vol-2\tvolume\t1073807360\t-\t65536\t11111111-2222-4333-8444-555555555555\t-\n");
+          "vol-2\tvolume\t1073807360\t-\t65536\t11111111-2222-4333-8444-555555555555\t-\t-\n");
   auto vol = Backend()->Create(
       "vol-2", kGiB + 1, VolumeMode::kBlock,
-      {{"thin", "true"}, {"compression", "zstd-3"}, {"volblocksize", "64K"}}, kOwner);
+      {{"thin", "true"}, {"compression", "zstd-3"}, {"volblocksize", "64K"}}, kOwner, std::nullopt);
   ASSERT_TRUE(vol.ok()) << vol.status().ToString();
   EXPECT_THAT(
       exec_.CallLines(),
@@ -162,10 +169,11 @@ TEST_F(ZfsBackendTest, CreateFilesystemWithRefquota) {
   OnListChangingAfter(
       {"zfs", "create"}, kList,
       std::string(kList) +
-          "tank/pillar/fs-2\tfilesystem\t-\t2147483648\t-\t11111111-2222-4333-8444-555555555555\t/"
+          "tank/pillar/"
+          "fs-2\tfilesystem\t-\t2147483648\t-\t11111111-2222-4333-8444-555555555555\t-\t/"
           "tank/pillar/fs-2\n");
   auto vol = Backend()->Create("fs-2", 2 * kGiB, VolumeMode::kFilesystem,
-                               {{"recordsize", "1M"}, {"atime", "off"}}, kOwner);
+                               {{"recordsize", "1M"}, {"atime", "off"}}, kOwner, std::nullopt);
   ASSERT_TRUE(vol.ok()) << vol.status().ToString();
   EXPECT_EQ(vol->mode, VolumeMode::kFilesystem);
   EXPECT_EQ(vol->size_bytes, 2 * kGiB);
@@ -181,14 +189,15 @@ TEST_F(ZfsBackendTest, CreateFilesystemWithRefquota) {
 TEST_F(ZfsBackendTest, CreateIsIdempotentAndRefusesMismatches) {
   exec_.OnOutput({"zfs", "list"}, kList);
   auto b = Backend();
-  auto same = b->Create("vol-1", 10 * kGiB, VolumeMode::kBlock, {{"compression", "lz4"}}, kOwner);
+  auto same = b->Create("vol-1", 10 * kGiB, VolumeMode::kBlock, {{"compression", "lz4"}}, kOwner,
+                        std::nullopt);
   ASSERT_TRUE(same.ok()) << same.status().ToString();
   EXPECT_EQ(same->size_bytes, 10 * kGiB);
-  EXPECT_TRUE(b->Create("fs-1", kGiB, VolumeMode::kFilesystem, {}, kOwner).ok());
-  auto bigger = b->Create("vol-1", 20 * kGiB, VolumeMode::kBlock, {}, kOwner);
+  EXPECT_TRUE(b->Create("fs-1", kGiB, VolumeMode::kFilesystem, {}, kOwner, std::nullopt).ok());
+  auto bigger = b->Create("vol-1", 20 * kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt);
   EXPECT_EQ(bigger.status().code(), Code::kAlreadyExists);
   EXPECT_THAT(bigger.status().message(), HasSubstr("tank/pillar/vol-1"));
-  auto mode = b->Create("fs-1", kGiB, VolumeMode::kBlock, {}, kOwner);
+  auto mode = b->Create("fs-1", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt);
   EXPECT_EQ(mode.status().code(), Code::kAlreadyExists);
   EXPECT_THAT(mode.status().message(), HasSubstr("tank/pillar/fs-1"));
   for (const auto& line : exec_.CallLines()) EXPECT_EQ(line, kListCmd);
@@ -197,7 +206,7 @@ TEST_F(ZfsBackendTest, CreateIsIdempotentAndRefusesMismatches) {
 TEST_F(ZfsBackendTest, CreateReportsZfsFailure) {
   exec_.OnOutput({"zfs", "list"}, kListParentOnly);
   exec_.OnOutput({"zfs", "create"}, "", 1, "cannot create 'tank/pillar/big': out of space\n");
-  auto r = Backend()->Create("big", 100 * kGiB, VolumeMode::kBlock, {}, kOwner);
+  auto r = Backend()->Create("big", 100 * kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt);
   EXPECT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(), HasSubstr("zfs create -V"));
   EXPECT_THAT(r.status().message(), HasSubstr("out of space"));
@@ -207,7 +216,7 @@ TEST_F(ZfsBackendTest, ExpandZvolRoundsToVolblocksizeAndNeverShrinks) {
   OnListChangingAfter(
       {"zfs", "set"}, kList,
       "tank/pillar/"
-      "vol-1\tvolume\t10737434624\t-\t16384\t11111111-2222-4333-8444-555555555555\t-\n");
+      "vol-1\tvolume\t10737434624\t-\t16384\t11111111-2222-4333-8444-555555555555\t-\t-\n");
   auto b = Backend();
   auto same = b->Expand("vol-1", 10 * kGiB - 100, kOwner);  // rounds to the current size
   ASSERT_TRUE(same.ok()) << same.status().ToString();
@@ -228,7 +237,7 @@ TEST_F(ZfsBackendTest, ExpandZvolRoundsToVolblocksizeAndNeverShrinks) {
 TEST_F(ZfsBackendTest, ExpandFilesystemRaisesRefquota) {
   OnListChangingAfter(
       {"zfs", "set"}, kList,
-      "tank/pillar/fs-1\tfilesystem\t-\t10737418240\t-\t11111111-2222-4333-8444-555555555555\t/"
+      "tank/pillar/fs-1\tfilesystem\t-\t10737418240\t-\t11111111-2222-4333-8444-555555555555\t-\t/"
       "tank/pillar/fs-1\n");
   auto grown = Backend()->Expand("fs-1", 10 * kGiB, kOwner);
   ASSERT_TRUE(grown.ok()) << grown.status().ToString();
@@ -252,17 +261,18 @@ TEST_F(ZfsBackendTest, DeleteDestroysWithoutRecursionOrForce) {
 // with another lifecycle's) is never adopted, grown or destroyed.
 TEST_F(ZfsBackendTest, OwnershipPropertyGuardsCreateExpandDelete) {
   const std::string list = std::string(kListParentOnly) +
-                           "tank/pillar/precious\tvolume\t1073741824\t-\t16384\t-\t-\n"
+                           "tank/pillar/precious\tvolume\t1073741824\t-\t16384\t-\t-\t-\n"
                            "tank/pillar/theirs\tfilesystem\t-\t1073741824\t-\t" +
-                           kOtherOwner + "\t/tank/pillar/theirs\n";
+                           kOtherOwner + "\t-\t/tank/pillar/theirs\n";
   exec_.OnOutput({"zfs", "list"}, list);
   auto b = Backend();
-  auto adopt = b->Create("precious", kGiB, VolumeMode::kBlock, {}, kOwner);
+  auto adopt = b->Create("precious", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt);
   EXPECT_EQ(adopt.status().code(), Code::kAlreadyExists);
   EXPECT_THAT(adopt.status().message(),
               HasSubstr("dataset tank/pillar/precious exists and is not pillar's"));
-  EXPECT_EQ(b->Create("theirs", kGiB, VolumeMode::kFilesystem, {}, kOwner).status().code(),
-            Code::kAlreadyExists);
+  EXPECT_EQ(
+      b->Create("theirs", kGiB, VolumeMode::kFilesystem, {}, kOwner, std::nullopt).status().code(),
+      Code::kAlreadyExists);
   for (const char* name : {"precious", "theirs"}) {
     SCOPED_TRACE(name);
     EXPECT_EQ(b->Expand(name, 2 * kGiB, kOwner).status().code(), Code::kFailedPrecondition);
@@ -282,12 +292,115 @@ TEST_F(ZfsBackendTest, OwnershipPropertyGuardsCreateExpandDelete) {
 
 TEST_F(ZfsBackendTest, AParentCarryingTheOwnershipPropertyIsRefused) {
   // User properties inherit: every child would look like the parent's.
-  exec_.OnOutput({"zfs", "list"},
-                 std::string("tank/pillar\tfilesystem\t-\t0\t-\t") + kOwner + "\t/tank/pillar\n");
-  auto r = Backend()->Create("vol-9", kGiB, VolumeMode::kBlock, {}, kOwner);
+  exec_.OnOutput({"zfs", "list"}, std::string("tank/pillar\tfilesystem\t-\t0\t-\t") + kOwner +
+                                      "\t-\t/tank/pillar\n");
+  auto r = Backend()->Create("vol-9", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt);
   EXPECT_EQ(r.status().code(), Code::kFailedPrecondition);
   EXPECT_THAT(r.status().message(), HasSubstr("zfs inherit pillar-csi:volume-uid tank/pillar"));
   EXPECT_EQ(Backend()->List().status().code(), Code::kFailedPrecondition);
+}
+
+// A `zfs list` row of file system fs-2 (2 GiB, kOwner's) mounted at
+// `mountpoint`, with pillar-csi:root-pending `pending` ("-": none).
+std::string Fs2Row(const std::string& pending, const std::string& mountpoint) {
+  return std::string("tank/pillar/fs-2\tfilesystem\t-\t2147483648\t-\t") + kOwner + "\t" + pending +
+         "\t" + mountpoint + "\n";
+}
+
+TEST_F(ZfsBackendTest, CreateFilesystemRecordsTheRootAppliesItThenClearsIt) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to give a directory away";
+  testing::TempDir mnt;  // where zfs mounted the new file system
+  OnListChangingAfter({"zfs", "create"}, kList,
+                      std::string(kList) + Fs2Row("2770:1000:2000", mnt.path()));
+  exec_.OnOutput({"zfs", "get"}, "yes\n");
+  exec_.OnOutput({"zfs", "inherit"}, "");
+  auto vol = Backend()->Create("fs-2", 2 * kGiB, VolumeMode::kFilesystem, {}, kOwner,
+                               VolumeRoot{02770, 1000, 2000});
+  ASSERT_TRUE(vol.ok()) << vol.status().ToString();
+  EXPECT_EQ(vol->export_path, mnt.path());
+  VolumeRoot st = RootOf(mnt.path());
+  EXPECT_EQ(st.mode, 02770u);
+  EXPECT_EQ(st.uid, 1000u);
+  EXPECT_EQ(st.gid, 2000u);
+  // Recorded by the same zfs create that marks it, cleared only once applied.
+  EXPECT_THAT(
+      exec_.CallLines(),
+      ElementsAre(kListCmd,
+                  "zfs create -o refquota=2147483648 -o pillar-csi:root-pending=2770:1000:2000 "
+                  "-o pillar-csi:volume-uid=11111111-2222-4333-8444-555555555555 -- "
+                  "tank/pillar/fs-2",
+                  kListCmd, "zfs get -Hp -o value mounted -- tank/pillar/fs-2",
+                  "zfs inherit pillar-csi:root-pending tank/pillar/fs-2"));
+}
+
+TEST_F(ZfsBackendTest, ARetryFinishesAPendingRootAndNeverTouchesACompleteOne) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to give a directory away";
+  testing::TempDir mnt;
+  // The agent died after zfs create: marked, its root still pending, and
+  // (after a reboot, say) not mounted.
+  exec_.OnOutput({"zfs", "list"},
+                 std::string(kListParentOnly) + Fs2Row("0770:1000:1000", mnt.path()));
+  exec_.OnOutput({"zfs", "get"}, "no\n");
+  exec_.OnOutput({"zfs", "mount"}, "");
+  exec_.OnOutput({"zfs", "inherit"}, "");
+  const VolumeRoot root{0770, 1000, 1000};
+  auto b = Backend();
+  EXPECT_EQ(b->Expose("fs-2", VolumeMode::kFilesystem).status().code(), Code::kFailedPrecondition);
+  exec_.ClearCalls();
+  auto vol = b->Create("fs-2", 2 * kGiB, VolumeMode::kFilesystem, {}, kOwner, root);
+  ASSERT_TRUE(vol.ok()) << vol.status().ToString();
+  VolumeRoot st = RootOf(mnt.path());
+  EXPECT_EQ(st.mode, 0770u);
+  EXPECT_EQ(st.uid, 1000u);
+  EXPECT_EQ(st.gid, 1000u);
+  EXPECT_THAT(exec_.CallLines(),
+              ElementsAre(kListCmd, "zfs get -Hp -o value mounted -- tank/pillar/fs-2",
+                          "zfs mount -- tank/pillar/fs-2",
+                          "zfs inherit pillar-csi:root-pending tank/pillar/fs-2"));
+
+  // Complete now; its users changed the root since. A retry changes nothing.
+  exec_.OnOutput({"zfs", "list"}, std::string(kListParentOnly) + Fs2Row("-", mnt.path()));
+  ASSERT_TRUE(PosixFs().Chmod(mnt.path(), 0700).ok());
+  ASSERT_TRUE(PosixFs().Chown(mnt.path(), 2000, 3000).ok());
+  exec_.ClearCalls();
+  ASSERT_TRUE(b->Create("fs-2", 2 * kGiB, VolumeMode::kFilesystem, {}, kOwner, root).ok());
+  EXPECT_THAT(exec_.CallLines(), ElementsAre(kListCmd));
+  st = RootOf(mnt.path());
+  EXPECT_EQ(st.mode, 0700u);
+  EXPECT_EQ(st.uid, 2000u);
+  EXPECT_EQ(st.gid, 3000u);
+}
+
+TEST_F(ZfsBackendTest, APendingRootIsNeverExposedAndABadOneIsRefused) {
+  exec_.OnOutput({"zfs", "list"}, std::string(kListParentOnly) + Fs2Row("0770:0:0", "/tank/x"));
+  auto r = Backend()->Expose("fs-2", VolumeMode::kFilesystem);
+  EXPECT_EQ(r.status().code(), Code::kFailedPrecondition);
+  EXPECT_THAT(r.status().message(), HasSubstr("mode 0770, owner 0:0 still to apply"));
+  EXPECT_THAT(exec_.CallLines(), ElementsAre(kListCmd)) << "neither mounted nor exported";
+
+  for (const char* bad : {"770:0:0", "0770:0", "0770:-1:0", "0770:4294967295:0", "0778:0:0",
+                          "07770:0:0", "0770:0:0:0", "yes"}) {
+    exec_.OnOutput({"zfs", "list"}, std::string(kListParentOnly) + Fs2Row(bad, "/tank/x"));
+    auto got = Backend()->Get("fs-2");
+    EXPECT_EQ(got.status().code(), Code::kInternal) << bad;
+    EXPECT_THAT(got.status().message(), HasSubstr("pillar-csi:root-pending")) << bad;
+  }
+
+  // Inherited from the parent, it would hold back every child.
+  exec_.OnOutput({"zfs", "list"}, "tank/pillar\tfilesystem\t-\t0\t-\t-\t0777:0:0\t/tank/pillar\n");
+  auto parent = Backend()->List();
+  EXPECT_EQ(parent.status().code(), Code::kFailedPrecondition);
+  EXPECT_THAT(parent.status().message(),
+              HasSubstr("zfs inherit pillar-csi:root-pending tank/pillar"));
+
+  // A zvol has no root directory.
+  exec_.ClearCalls();
+  EXPECT_EQ(Backend()
+                ->Create("vol-9", kGiB, VolumeMode::kBlock, {}, kOwner, VolumeRoot{0770, 0, 0})
+                .status()
+                .code(),
+            Code::kInvalidArgument);
+  EXPECT_THAT(exec_.calls(), IsEmpty());
 }
 
 TEST_F(ZfsBackendTest, DeleteOfAVolumeWithSnapshotsOrUsersIsFailedPrecondition) {
@@ -350,9 +463,9 @@ TEST_F(ZfsBackendTest, ListFailuresNameTheCommand) {
 
   for (const char* bad :
        {"tank/pillar/vol-1\tvolume\t1024\n",
-        "tank/pillar/vol-1\tvolume\t10G\t-\t16384\t11111111-2222-4333-8444-555555555555\t-\n",
-        "tank/other/vol-1\tvolume\t1024\t-\t16384\t11111111-2222-4333-8444-555555555555\t-\n",
-        "tank/pillar/snap\tsnapshot\t-\t-\t-\t11111111-2222-4333-8444-555555555555\t-\n"}) {
+        "tank/pillar/vol-1\tvolume\t10G\t-\t16384\t11111111-2222-4333-8444-555555555555\t-\t-\n",
+        "tank/other/vol-1\tvolume\t1024\t-\t16384\t11111111-2222-4333-8444-555555555555\t-\t-\n",
+        "tank/pillar/snap\tsnapshot\t-\t-\t-\t11111111-2222-4333-8444-555555555555\t-\t-\n"}) {
     SCOPED_TRACE(bad);
     testing::FakeExec exec;
     exec.OnOutput({"zfs", "list"}, bad);

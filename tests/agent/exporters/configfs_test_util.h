@@ -3,6 +3,7 @@
 // comparisons.
 #pragma once
 
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -69,6 +70,16 @@ class RecordingFs : public Fs {
   Status RemoveTree(const std::string& p) override {
     ops_.push_back("rm -r " + p);
     return inner_.RemoveTree(p);
+  }
+  Status Chmod(const std::string& p, mode_t m) override {
+    char octal[16];
+    std::snprintf(octal, sizeof(octal), "%04o", static_cast<unsigned>(m));
+    ops_.push_back("chmod " + p + " = " + octal);
+    return inner_.Chmod(p, m);
+  }
+  Status Chown(const std::string& p, uid_t u, gid_t g) override {
+    ops_.push_back("chown " + p + " = " + std::to_string(u) + ":" + std::to_string(g));
+    return inner_.Chown(p, u, g);
   }
 
  private:

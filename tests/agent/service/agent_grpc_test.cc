@@ -2,6 +2,7 @@
 // simulated) over real gRPC with mutual TLS: file pool with real loop devices,
 // exporters on the simulated configfs tree.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
@@ -321,6 +322,49 @@ TEST_F(AgentGrpcTest, VolumeFromBeforeTheMarksKeepsWorkingThroughItsFencingMark)
   auto ds = stub_->DeleteVolume(&ctx, del, &resp);
   ASSERT_TRUE(ds.ok()) << ds.error_message();
   EXPECT_FALSE(fs::exists(tmp_.Sub("pools/demo/pvc-1.img")));
+}
+
+// An NFS volume's directory gets the root mode and owner the controller
+// sends, once: a retried create leaves what its users made of it since.
+TEST_F(AgentGrpcTest, FilesystemVolumeRootGetsTheModeAndOwnerOnceAtCreate) {
+  const std::string dir = tmp_.Sub("pools/demo/share");
+  auto stat_of = [](const std::string& path) {
+    struct stat st {};
+    EXPECT_EQ(lstat(path.c_str(), &st), 0) << path;
+    return st;
+  };
+  v1::CreateVolumeRequest req = CreateRequest("share");
+  req.set_mode(v1::VOLUME_MODE_FILESYSTEM);
+  req.mutable_root()->set_mode(02770);
+  req.mutable_root()->set_uid(1000);
+  req.mutable_root()->set_gid(2000);
+  v1::CreateVolumeResponse created;
+  auto s = Send(req, &created);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(created.volume().export_path(), dir);
+  struct stat st = stat_of(dir);
+  EXPECT_EQ(st.st_mode & 07777, 02770u);
+  EXPECT_EQ(st.st_uid, 1000u);
+  EXPECT_EQ(st.st_gid, 2000u);
+
+  ASSERT_EQ(chmod(dir.c_str(), 0700), 0);  // what a user of the volume did
+  s = Send(req);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(stat_of(dir).st_mode & 07777, 0700u);
+
+  // A block volume has no root directory; a mode beyond 07777 is no mode.
+  v1::CreateVolumeRequest block = CreateRequest("pvc-2");
+  *block.mutable_root() = req.root();
+  auto bs = Send(block);
+  EXPECT_EQ(bs.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(bs.error_message().find("filesystem volumes only"), std::string::npos)
+      << bs.error_message();
+  EXPECT_FALSE(fs::exists(tmp_.Sub("pools/demo/pvc-2.img")));
+  v1::CreateVolumeRequest wide = req;
+  wide.set_name("wide");
+  wide.mutable_root()->set_mode(010777);
+  EXPECT_EQ(Send(wide).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_FALSE(fs::exists(tmp_.Sub("pools/demo/wide")));
 }
 
 TEST_F(AgentGrpcTest, IscsiExportOnLio) {

@@ -153,6 +153,9 @@ storageClasses:
       pool: scratch
       acl: false
       reclaimPolicy: Retain
+      parameters:
+        nfsRootOwner: "1000:1000"
+        nfsRootMode: "2770"
 YAML
 
 # ---- lint -------------------------------------------------------------------
@@ -451,11 +454,12 @@ check "custom: logLevel debug: --log-level=debug for pillar, --v=5 for the sidec
       | select(startswith(\"--v=\"))] | unique == [\"--v=5\"])"
 check "custom: node tolerations and nodeSelector from the values" \
   "$N | .spec.template.spec | (has(\"tolerations\") | not) and .nodeSelector == {\"pillar-csi.bhyoo.com/consumer\": \"true\"}"
-check "custom: StorageClasses from the values (xfs, default class, extra parameters, acl false, Retain)" \
+check "custom: StorageClasses from the values (xfs, default class, extra parameters, NFS root owner and mode, acl false, Retain)" \
   "($(obj StorageClass pillar-fast) | .parameters == {agent: \"storage-1\", pool: \"tank/k8s\", protocol: \"nvmeof-tcp\",
       acl: \"true\", fsType: \"xfs\", inCapsuleDataSize: \"8192\", \"backend.compression\": \"lz4\"}
       and .metadata.annotations[\"storageclass.kubernetes.io/is-default-class\"] == \"true\")
-    and ($(obj StorageClass pillar-shared) | .parameters == {agent: \"storage-1\", pool: \"scratch\", protocol: \"nfs\", acl: \"false\"}
+    and ($(obj StorageClass pillar-shared) | .parameters == {agent: \"storage-1\", pool: \"scratch\", protocol: \"nfs\", acl: \"false\",
+      nfsRootOwner: \"1000:1000\", nfsRootMode: \"2770\"}
       and .reclaimPolicy == \"Retain\")"
 # certManager mode.
 check "certManager: a self-signed Issuer, a CA Certificate and a CA Issuer" \
