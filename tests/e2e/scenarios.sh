@@ -736,7 +736,8 @@ s7() {
 #    and in no log. NVMe-oF DH-HMAC-CHAP (bidirectional, on nvme modules
 #    built with in-band auth): a wrong host key is refused by the target, a
 #    wrong controller key by the host, the right pair connects and reads
-#    back what it wrote. NFS: root_squash by default,
+#    back what it wrote. NFS: root_squash by default (volume root 0777, or
+#    nfsRootOwner/nfsRootMode),
 #    no_root_squash only with nfsRootSquash=false.
 S8_PASSWORD=s8-Chap-Secret-4711
 s8_create() { # VOL PROTO KIND POOL PARAMS_JSON SECRETS_JSON
@@ -881,8 +882,40 @@ s8() {
   step "exportfs -v: default root_squash, nfsRootSquash=false no_root_squash"
   ctl_unpublish s8-nfs consumer-a || fail "unpublish s8-nfs"
   ctl_unpublish s8-nfs-open consumer-a || fail "unpublish s8-nfs-open"
-  delete s8-nfs
   delete s8-nfs-open
+
+  # The volume root under root_squash: the default 0777 lets a squashed root
+  # write (as nobody); nfsRootOwner/nfsRootMode give it to one uid only.
+  attach s8-nfs consumer-a
+  local mnt
+  mnt="$(target s8-nfs)"
+  out="$(vm_exec consumer-a stat -c '%a %u:%g' "$mnt")"
+  [[ "$out" == "777 0:0" ]] || fail "default NFS volume root is $out, not 777 0:0"
+  vm_sh consumer-a 'echo ok >"$1/by-root"' "$mnt" || fail "root (squashed) cannot write to a default volume"
+  out="$(vm_exec consumer-a stat -c '%u' "$mnt/by-root")"
+  [[ "$out" == 65534 ]] || fail "a file written by root is owned by $out, not the squashed 65534"
+  step "default root 0777: root writes, squashed to 65534"
+  detach s8-nfs consumer-a
+  delete s8-nfs
+  create s8-nfs-own nfs nfs demo '"nfsRootOwner":"1000:1000","nfsRootMode":"0770"'
+  attach s8-nfs-own consumer-a
+  mnt="$(target s8-nfs-own)"
+  out="$(vm_exec consumer-a stat -c '%a %u:%g' "$mnt")"
+  [[ "$out" == "770 1000:1000" ]] || fail "nfsRootOwner/Mode volume root is $out, not 770 1000:1000"
+  vm_sh consumer-a 'setpriv --reuid=1000 --regid=1000 --clear-groups sh -c "echo ok >\"\$1/by-1000\"" sh "$1"' "$mnt" ||
+    fail "uid 1000 cannot write to its volume"
+  # (Squashed root may not even look inside the 0770 directory: stat as 1000.)
+  out="$(vm_exec consumer-a setpriv --reuid=1000 --regid=1000 --clear-groups stat -c '%u:%g' "$mnt/by-1000")" ||
+    fail "uid 1000 cannot stat its own file"
+  [[ "$out" == 1000:* ]] || fail "uid 1000's file is owned by $out"
+  out="$(vm_exec storage stat -c '%u:%g' "$POOL_DIR/s8-nfs-own/by-1000")"
+  [[ "$out" == 1000:* ]] || fail "uid 1000's file is owned by $out on the server"
+  if vm_sh consumer-a 'echo x >"$1/by-root"' "$mnt" 2>/dev/null; then
+    fail "squashed root wrote to a 0770 volume of uid 1000"
+  fi
+  step "nfsRootOwner 1000:1000 nfsRootMode 0770: uid 1000 writes, squashed root is refused"
+  detach s8-nfs-own consumer-a
+  delete s8-nfs-own
 }
 
 # ------------------------------------------------------------------ main
@@ -975,7 +1008,7 @@ main() {
   run_scenario s5 "missed namespace notification: NodeStage ns-rescan" s5
   run_scenario s6 "access revoked while mounted: NodeUnpublish completes" s6
   run_scenario s7 "no exportSpec: untouched, pillarctl repair, data intact" s7
-  run_scenario s8 "in-band auth: iSCSI CHAP, DH-HMAC-CHAP refused without kernel support, NFS root_squash" s8
+  run_scenario s8 "in-band auth: iSCSI CHAP, NVMe DH-HMAC-CHAP, NFS root_squash and volume root" s8
   # Last: it changes a consumer's address (and can leave pillar-node stuck).
   run_scenario s4 "consumer IP change: NFS rule follows, other unpublish leaves it" s4
 
