@@ -201,11 +201,16 @@ attach() {
   pc="$(jq -c '.publishContext' <<<"$resp")"
   P_CTX[$vol:$g]="$pc"
   node_stage "$vol" "$g" || return 1
+  node_publish "$vol" "$g"
+  step "$vol published, staged and mounted on $g at $(target "$vol")"
+}
+
+node_publish() { # VOL GUEST: NodePublishVolume of a staged volume, checked
+  local vol="$1" g="$2" req
   req="$(jq -cn --arg v "$vol" --arg s "$(staging "$vol")" --arg t "$(target "$vol")" \
-    --argjson cap "${V_CAP[$vol]}" --argjson vc "${V_CTX[$vol]}" --argjson pc "$pc" \
+    --argjson cap "${V_CAP[$vol]}" --argjson vc "${V_CTX[$vol]}" --argjson pc "${P_CTX[$vol:$g]}" \
     '{volumeId:$v, publishContext:$pc, stagingTargetPath:$s, targetPath:$t, volumeCapability:$cap, volumeContext:$vc}')"
   node_csi "$g" NodePublishVolume "$req" >/dev/null || fail "NodePublishVolume $vol on $g"
-  step "$vol published, staged and mounted on $g at $(target "$vol")"
 }
 
 node_stage() { # VOL GUEST
@@ -764,6 +769,16 @@ s8_stage() { # VOL GUEST SECRETS_JSON
     '{volumeId:$v, publishContext:$pc, stagingTargetPath:$s, volumeCapability:$cap,
       volumeContext:$vc, secrets:$secrets}')"
 }
+# s8_secret_nowhere WHAT SECRET: no log, store or stage record holds it.
+s8_secret_nowhere() {
+  if vm_exec storage grep -rlF "$2" /e2e/out /var/lib/pillar-csi/controller >/dev/null; then
+    fail "$1 is in a log or in the store"
+  fi
+  if vm_exec consumer-a grep -rlF "$2" /e2e/out /var/lib/pillar-csi/node >/dev/null; then
+    fail "$1 is in the node plugin's log or state"
+  fi
+  step "no log, store or stage record holds $1"
+}
 s8() {
   local good bad resp w r out out2
   good="$(jq -cn --arg p "$S8_PASSWORD" '{chapUsername:"consumer", chapPassword:$p}')"
@@ -788,24 +803,14 @@ s8() {
   [[ "$out" == *secrets.chapUsername* ]] || fail "NodeStage without secrets: $out"
   step "no secrets: refused naming secrets.chapUsername"
   s8_stage s8-chap consumer-a "$good" >/dev/null || fail "NodeStage with the right CHAP password"
-  node_csi consumer-a NodePublishVolume "$(jq -cn --arg v s8-chap --arg s "$(staging s8-chap)" \
-    --arg t "$(target s8-chap)" --argjson cap "${V_CAP[s8-chap]}" --argjson vc "${V_CTX[s8-chap]}" \
-    --argjson pc "${P_CTX[s8-chap:consumer-a]}" \
-    '{volumeId:$v, publishContext:$pc, stagingTargetPath:$s, targetPath:$t, volumeCapability:$cap, volumeContext:$vc}')" \
-    >/dev/null || fail "NodePublishVolume s8-chap"
+  node_publish s8-chap consumer-a
   w="$(fill consumer-a "$(target s8-chap)" 4)"
   r="$(sum storage "$(backing s8-chap)" 4)"
   same "CHAP session data" "$w" "$r"
   out="$(vm_exec storage stat -c '%a' "/var/lib/pillar-csi/agent/credentials/demo:2fs8-chap.json")"
   [[ "$out" == 600 ]] || fail "agent credentials file mode $out"
   step "agent keeps the credentials in a 0600 file"
-  if vm_exec storage grep -rlF "$S8_PASSWORD" /e2e/out /var/lib/pillar-csi/controller >/dev/null; then
-    fail "the CHAP password is in a log or in the store"
-  fi
-  if vm_exec consumer-a grep -rlF "$S8_PASSWORD" /e2e/out /var/lib/pillar-csi/node >/dev/null; then
-    fail "the CHAP password is in the node plugin's log or state"
-  fi
-  step "no log, store or stage record holds the password"
+  s8_secret_nowhere "the CHAP password" "$S8_PASSWORD"
   detach s8-chap consumer-a
   delete s8-chap
 
@@ -850,21 +855,11 @@ s8() {
   step "no secrets: refused naming secrets.dhchapKey"
   s8_stage s8-dhchap consumer-a "$secrets" >/dev/null || fail "NodeStage with the right keys"
   [[ "$(vm_sh consumer-a "$sub" "$nqn")" == 1 ]] || fail "no controller connected with the right keys"
-  node_csi consumer-a NodePublishVolume "$(jq -cn --arg v s8-dhchap --arg s "$(staging s8-dhchap)" \
-    --arg t "$(target s8-dhchap)" --argjson cap "${V_CAP[s8-dhchap]}" --argjson vc "${V_CTX[s8-dhchap]}" \
-    --argjson pc "${P_CTX[s8-dhchap:consumer-a]}" \
-    '{volumeId:$v, publishContext:$pc, stagingTargetPath:$s, targetPath:$t, volumeCapability:$cap, volumeContext:$vc}')" \
-    >/dev/null || fail "NodePublishVolume s8-dhchap"
+  node_publish s8-dhchap consumer-a
   w="$(fill consumer-a "$(target s8-dhchap)" 4)"
   r="$(sum storage "$(backing s8-dhchap)" 4)"
   same "DH-HMAC-CHAP session data" "$w" "$r"
-  if vm_exec storage grep -rlF "${key:10:24}" /e2e/out /var/lib/pillar-csi/controller >/dev/null; then
-    fail "the DH-HMAC-CHAP key is in a log or in the store"
-  fi
-  if vm_exec consumer-a grep -rlF "${key:10:24}" /e2e/out /var/lib/pillar-csi/node >/dev/null; then
-    fail "the DH-HMAC-CHAP key is in the node plugin's log or state"
-  fi
-  step "no log, store or stage record holds the key"
+  s8_secret_nowhere "the DH-HMAC-CHAP key" "${key:10:24}"
   detach s8-dhchap consumer-a
   delete s8-dhchap
 
