@@ -7,8 +7,10 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,16 +27,7 @@ class ChildProcess {
   int StartAndWaitForPort(std::vector<std::string> args, const std::string& log,
                           const std::string& ready_file) {
     unlink(ready_file.c_str());
-    pid_ = fork();
-    if (pid_ == 0) {
-      FILE* f = freopen(log.c_str(), "a", stderr);
-      (void)f;
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
+    Start(std::move(args), log);
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     while (std::chrono::steady_clock::now() < deadline) {
       std::ifstream in(ready_file);
@@ -50,6 +43,21 @@ class ChildProcess {
     return 0;
   }
 
+  // Starts argv (argv[0] a path), its stderr appended to `log`; no wait.
+  void Start(std::vector<std::string> args, const std::string& log) {
+    Stop();
+    pid_ = fork();
+    if (pid_ == 0) {
+      FILE* f = freopen(log.c_str(), "a", stderr);
+      (void)f;
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+  }
+
   void Stop() {
     if (pid_ <= 0) return;
     kill(pid_, SIGTERM);
@@ -61,5 +69,28 @@ class ChildProcess {
  private:
   pid_t pid_ = -1;
 };
+
+// The whole file (a child's log, for a failure message); "" when unreadable.
+inline std::string ReadWholeFile(const std::string& path) {
+  std::ifstream in(path);
+  return {(std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()};
+}
+
+// Polls `pred` every `every` until it holds or `timeout` passes: the
+// milliseconds it took (a figure to print, never a limit), or -1.
+template <typename Pred>
+int64_t WaitForMs(Pred pred, std::chrono::milliseconds timeout,
+                  std::chrono::milliseconds every = std::chrono::milliseconds(100)) {
+  auto start = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - start < timeout) {
+    if (pred()) {
+      return std::chrono::duration_cast<std::chrono::milliseconds>(
+                 std::chrono::steady_clock::now() - start)
+          .count();
+    }
+    std::this_thread::sleep_for(every);
+  }
+  return -1;
+}
 
 }  // namespace pillar::testing

@@ -31,31 +31,10 @@ constexpr const char* kIpA = "10.99.0.11";
 constexpr const char* kIpA2 = "10.99.0.21";
 constexpr const char* kIpB = "10.99.0.12";
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return s;
-}
-
 // Every wait below is for a condition, with a ceiling far above the time it
 // normally takes (kCeiling), so a slow or loaded machine is never a failure;
 // the time it took is printed as a figure instead.
 constexpr std::chrono::seconds kCeiling{60};
-
-// Polls `pred` every 100 ms; returns the elapsed milliseconds or -1.
-template <typename Pred>
-int64_t WaitFor(Pred pred, std::chrono::milliseconds timeout) {
-  auto start = std::chrono::steady_clock::now();
-  while (std::chrono::steady_clock::now() - start < timeout) {
-    if (pred()) {
-      return std::chrono::duration_cast<std::chrono::milliseconds>(
-                 std::chrono::steady_clock::now() - start)
-          .count();
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return -1;
-}
 
 // "figure: <what> in 1.7 s": a measured time, for the record (not a limit).
 void Figure(const std::string& what, int64_t ms) {
@@ -81,16 +60,16 @@ class ControllerIntegrationTest : public ::testing::Test {
     fs::create_directories(tmp_.Sub("nfsd"));
     std::ofstream(tmp_.Sub("nfsd/threads")) << "8\n";
     agent_ = std::make_unique<AgentProcess>(tmp_.path());
-    ASSERT_TRUE(agent_->Start()) << Slurp(tmp_.Sub("agent.log"));
+    ASSERT_TRUE(agent_->Start()) << ReadWholeFile(tmp_.Sub("agent.log"));
     controller_ = std::make_unique<ControllerProcess>(tmp_.path());
-    ASSERT_TRUE(controller_->Start(agent_->port())) << Slurp(tmp_.Sub("controller.log"));
+    ASSERT_TRUE(controller_->Start(agent_->port())) << ReadWholeFile(tmp_.Sub("controller.log"));
     csi_ = controller_->Csi();
     registry_ = controller_->Registry();
     auto st = store::SqliteStore::Open({controller_->store_path()});
     ASSERT_TRUE(st.ok()) << st.status().ToString();
     store_ = std::move(st).value();
     // The controller marks the agent connected within one epoch poll.
-    ASSERT_GE(WaitFor(
+    ASSERT_GE(WaitForMs(
                   [&] {
                     auto a = store_->Get("PillarAgent", "storage-1");
                     return a.ok() && a->status.dump().find("\"Connected\"") != std::string::npos;
@@ -261,7 +240,7 @@ TEST_F(ControllerIntegrationTest, CsiLifecycleAndErrorCodes) {
 
   csi::v1::CreateVolumeResponse created;
   s = Create("vol-1", "nvmeof-tcp", &created);
-  ASSERT_TRUE(s.ok()) << s.error_message() << Slurp(tmp_.Sub("controller.log"));
+  ASSERT_TRUE(s.ok()) << s.error_message() << ReadWholeFile(tmp_.Sub("controller.log"));
   EXPECT_EQ(created.volume().volume_id(), "vol-1");
   EXPECT_EQ(created.volume().volume_context().at("targetID"),
             "nqn.2026-12.com.bhyoo.pillar-csi:demo:2fvol-1");
@@ -269,7 +248,7 @@ TEST_F(ControllerIntegrationTest, CsiLifecycleAndErrorCodes) {
   EXPECT_GE(created.volume().capacity_bytes(), 16LL << 20);
   EXPECT_EQ(Condition("vol-1"), "True/Reconciled");
   // The export exists and admits nobody until a publish.
-  EXPECT_EQ(Slurp(Subsys("vol-1") + "/attr_allow_any_host"), "0\n");
+  EXPECT_EQ(ReadWholeFile(Subsys("vol-1") + "/attr_allow_any_host"), "0\n");
   EXPECT_TRUE(fs::is_empty(Subsys("vol-1") + "/allowed_hosts"));
 
   csi::v1::CreateVolumeResponse again;
@@ -314,19 +293,20 @@ TEST_F(ControllerIntegrationTest, AgentStateWipedIsRebuiltWithoutRestartingAnyth
   // A storage-node reboot: the agent goes away and the kernel state with it.
   agent_->Stop();
   fs::remove_all(tmp_.Sub("configfs"));
-  int64_t down = WaitFor([&] { return Condition("vol-1") == "False/AgentUnavailable"; }, kCeiling);
+  int64_t down =
+      WaitForMs([&] { return Condition("vol-1") == "False/AgentUnavailable"; }, kCeiling);
   EXPECT_GE(down, 0) << Condition("vol-1");
   if (down >= 0) Figure("agent stopped -> AgentUnavailable", down);
   ASSERT_TRUE(agent_->Start());
-  int64_t ms = WaitFor(
+  int64_t ms = WaitForMs(
       [&] {
         return Condition("vol-1") == "True/Reconciled" &&
                fs::is_symlink(Subsys("vol-1") + "/allowed_hosts/" + kNqnA);
       },
       kCeiling);
-  ASSERT_GE(ms, 0) << Condition("vol-1") << Slurp(tmp_.Sub("controller.log"));
+  ASSERT_GE(ms, 0) << Condition("vol-1") << ReadWholeFile(tmp_.Sub("controller.log"));
   Figure("agent restart with wiped target state -> Reconciled", ms);
-  EXPECT_EQ(Slurp(Subsys("vol-1") + "/attr_allow_any_host"), "0\n");
+  EXPECT_EQ(ReadWholeFile(Subsys("vol-1") + "/attr_allow_any_host"), "0\n");
 }
 
 TEST_F(ControllerIntegrationTest, RuleDeletedOutOfBandIsRestoredWithinOneResync) {
@@ -338,14 +318,15 @@ TEST_F(ControllerIntegrationTest, RuleDeletedOutOfBandIsRestoredWithinOneResync)
   // Only the periodic resync (2 s, up to 20 % jitter) notices this: nothing
   // changed in the store. One interval is at most 2.4 s plus a pass; the test
   // waits for the repair itself and reports how long it took.
-  int64_t ms = WaitFor([&] { return fs::is_symlink(link); }, kCeiling);
-  ASSERT_GE(ms, 0) << Slurp(tmp_.Sub("controller.log"));
+  int64_t ms = WaitForMs([&] { return fs::is_symlink(link); }, kCeiling);
+  ASSERT_GE(ms, 0) << ReadWholeFile(tmp_.Sub("controller.log"));
   Figure("out-of-band ACL deletion repaired by the resync", ms);
   // An entry added out of band is removed: the ACL never widens.
   fs::create_directories(tmp_.Sub("configfs/nvmet/hosts/") + kNqnB);
   fs::create_symlink("../../../hosts/" + std::string(kNqnB),
                      Subsys("vol-1") + "/allowed_hosts/" + kNqnB);
-  ms = WaitFor([&] { return !fs::exists(Subsys("vol-1") + "/allowed_hosts/" + kNqnB); }, kCeiling);
+  ms =
+      WaitForMs([&] { return !fs::exists(Subsys("vol-1") + "/allowed_hosts/" + kNqnB); }, kCeiling);
   EXPECT_GE(ms, 0);
   if (ms >= 0) Figure("out-of-band ACL entry removed by the resync", ms);
   EXPECT_TRUE(fs::is_symlink(link));
@@ -356,7 +337,7 @@ TEST_F(ControllerIntegrationTest, NodeIdentityChangeRepairsEveryVolumePublishedT
   RegisterNode("node-b", kNqnB, kIpB);
   for (const char* v : {"nfs-1", "nfs-2"}) {
     auto s = Create(v, "nfs");
-    ASSERT_TRUE(s.ok()) << s.error_message() << Slurp(tmp_.Sub("agent.log"));
+    ASSERT_TRUE(s.ok()) << s.error_message() << ReadWholeFile(tmp_.Sub("agent.log"));
     ASSERT_TRUE(Publish(v, "node-a", true).ok());
     ASSERT_TRUE(Publish(v, "node-b", true).ok());
   }
@@ -381,14 +362,14 @@ TEST_F(ControllerIntegrationTest, NodeIdentityChangeRepairsEveryVolumePublishedT
   // node-a is re-IP'd (new DHCP lease) and gets a new host NQN; it
   // re-registers; its publications are untouched.
   RegisterNode("node-a", kNqnA2, kIpA2);
-  int64_t ms = WaitFor(
+  int64_t ms = WaitForMs(
       [&] {
         return has(path1, kIpA2) && has(path2, kIpA2) && !has(path1, kIpA) && !has(path2, kIpA) &&
                fs::is_symlink(Subsys("nvme-1") + "/allowed_hosts/" + kNqnA2) &&
                !fs::exists(Subsys("nvme-1") + "/allowed_hosts/" + kNqnA);
       },
       kCeiling);
-  ASSERT_GE(ms, 0) << ExportfsTable() << Slurp(tmp_.Sub("controller.log"));
+  ASSERT_GE(ms, 0) << ExportfsTable() << ReadWholeFile(tmp_.Sub("controller.log"));
   Figure("node identity change -> 3 volumes repaired", ms);
   EXPECT_TRUE(has(path1, kIpB) && has(path2, kIpB)) << "node-b untouched";
 
@@ -422,7 +403,7 @@ TEST_F(ControllerIntegrationTest, VolumeWithoutExportSpecIsNeverGuessedThenRepai
   agent_->Stop();
   fs::remove_all(tmp_.Sub("configfs"));
   ASSERT_TRUE(agent_->Start());
-  ASSERT_GE(WaitFor([&] { return Condition("legacy-1") == "False/ExportSpecMissing"; }, kCeiling),
+  ASSERT_GE(WaitForMs([&] { return Condition("legacy-1") == "False/ExportSpecMissing"; }, kCeiling),
             0)
       << Condition("legacy-1");
   // Untouched: several resyncs later, no export was guessed. (A hold, not a
@@ -470,7 +451,7 @@ TEST_F(ControllerIntegrationTest, VolumeWithoutExportSpecIsNeverGuessedThenRepai
   ASSERT_TRUE(after.ok());
   EXPECT_EQ(after->status["publishedNodes"], before->status["publishedNodes"]);
   EXPECT_EQ(after->status["exportSpec"]["aclEnabled"], true);
-  std::string data = Slurp(image);
+  std::string data = ReadWholeFile(image);
   EXPECT_EQ(data.substr(4096, 20), "pillar-seed-001-data");
   // A second repair is refused: the record exists now.
   auto twice = exec.Run({{ctl, store_flag, "repair", "export-spec", "legacy-1",

@@ -26,19 +26,10 @@ constexpr const char* kNqnA =
 constexpr const char* kNqnB =
     "nqn.2014-08.org.nvmexpress:uuid:aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee";
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  return {(std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()};
-}
-
+// True when `pred` held within `timeout`.
 template <typename Pred>
 bool WaitFor(Pred pred, std::chrono::seconds timeout) {
-  auto end = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < end) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return false;
+  return WaitForMs(pred, timeout) >= 0;
 }
 
 class RegistryIdentityTest : public ::testing::Test {
@@ -47,12 +38,11 @@ class RegistryIdentityTest : public ::testing::Test {
     if (geteuid() != 0 || !fs::exists("/dev/loop-control")) {
       GTEST_SKIP() << "needs root and loop devices";
     }
-    ASSERT_TRUE(AgentProcess::MakeCerts(tmp_.Sub("certs")));
-    agent_ = std::make_unique<AgentProcess>(tmp_.path());
-    ASSERT_TRUE(agent_->Start()) << Slurp(tmp_.Sub("agent.log"));
+    agent_ = AgentProcess::StartWithCerts(tmp_.path());
+    ASSERT_NE(agent_, nullptr) << ReadWholeFile(tmp_.Sub("agent.log"));
     controller_ = std::make_unique<ControllerProcess>(tmp_.path());
     controller_->UseRegistryTls();
-    ASSERT_TRUE(controller_->Start(agent_->port())) << Slurp(tmp_.Sub("controller.log"));
+    ASSERT_TRUE(controller_->Start(agent_->port())) << ReadWholeFile(tmp_.Sub("controller.log"));
   }
 
   void TearDown() override {
@@ -167,38 +157,23 @@ class RegistryIdentityTest : public ::testing::Test {
                 {"--host-nqn-file=" + tmp_.Sub("hostnqn"),
                  "--iscsi-initiator-file=" + tmp_.Sub("initiatorname"), "--node-address=10.99.0.12",
                  "--state-dir=" + tmp_.Sub("node"), "--identity-interval=500ms"});
-    node_pid_ = fork();
-    if (node_pid_ == 0) {
-      FILE* f = freopen(tmp_.Sub("node.log").c_str(), "a", stderr);
-      (void)f;
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
+    node_.Start(std::move(args), tmp_.Sub("node.log"));
   }
-  void StopNode() {
-    if (node_pid_ <= 0) return;
-    kill(node_pid_, SIGTERM);
-    int status = 0;
-    waitpid(node_pid_, &status, 0);
-    node_pid_ = -1;
-  }
+  void StopNode() { node_.Stop(); }
 
   TempDir tmp_;
   std::unique_ptr<AgentProcess> agent_;
   std::unique_ptr<ControllerProcess> controller_;
-  pid_t node_pid_ = -1;
+  ChildProcess node_;
 };
 
 TEST_F(RegistryIdentityTest, ANodeCannotRegisterAsAnotherNodeAndTheAclIsUnchanged) {
   auto s = Register("node-a", "node-a", kNqnA);
-  ASSERT_TRUE(s.ok()) << s.error_message() << Slurp(tmp_.Sub("controller.log"));
+  ASSERT_TRUE(s.ok()) << s.error_message() << ReadWholeFile(tmp_.Sub("controller.log"));
   PublishToNodeA();
   ASSERT_TRUE(WaitFor([&] { return AllowedHosts() == std::set<std::string>{kNqnA}; },
                       std::chrono::seconds(60)))
-      << Slurp(tmp_.Sub("controller.log"));
+      << ReadWholeFile(tmp_.Sub("controller.log"));
   rv1::GetNodeResponse before;
   ASSERT_TRUE(GetNode("controller", "node-a", &before).ok());
 
@@ -211,12 +186,12 @@ TEST_F(RegistryIdentityTest, ANodeCannotRegisterAsAnotherNodeAndTheAclIsUnchange
   StartNode("node-a", "node-b", kNqnB);
   ASSERT_TRUE(WaitFor(
       [&] {
-        std::string log = Slurp(tmp_.Sub("node.log"));
+        std::string log = ReadWholeFile(tmp_.Sub("node.log"));
         return log.find("identity report failed") != std::string::npos &&
                log.find("pillar-csi://node/node-b") != std::string::npos;
       },
       std::chrono::seconds(60)))
-      << Slurp(tmp_.Sub("node.log"));
+      << ReadWholeFile(tmp_.Sub("node.log"));
   // Several reports and two resyncs later, node-a's record and the ACL stand.
   std::this_thread::sleep_for(std::chrono::seconds(5));
   EXPECT_EQ(AllowedHosts(), std::set<std::string>{kNqnA});
@@ -224,7 +199,7 @@ TEST_F(RegistryIdentityTest, ANodeCannotRegisterAsAnotherNodeAndTheAclIsUnchange
   ASSERT_TRUE(GetNode("controller", "node-a", &after).ok());
   EXPECT_EQ(after.identity().host_nqn(), kNqnA);
   EXPECT_EQ(after.identity().SerializeAsString(), before.identity().SerializeAsString());
-  std::string log = Slurp(tmp_.Sub("controller.log"));
+  std::string log = ReadWholeFile(tmp_.Sub("controller.log"));
   EXPECT_NE(log.find("node registry: refused"), std::string::npos);
   EXPECT_NE(log.find("pillar-csi://node/node-b"), std::string::npos) << log;
   StopNode();
@@ -233,7 +208,7 @@ TEST_F(RegistryIdentityTest, ANodeCannotRegisterAsAnotherNodeAndTheAclIsUnchange
   StartNode("node-b", "node-b", kNqnB);
   EXPECT_TRUE(
       WaitFor([&] { return GetNode("controller", "node-b").ok(); }, std::chrono::seconds(60)))
-      << Slurp(tmp_.Sub("node.log"));
+      << ReadWholeFile(tmp_.Sub("node.log"));
 }
 
 TEST_F(RegistryIdentityTest, WhoMayReadAndWhatAReportMayHold) {
@@ -265,12 +240,12 @@ TEST_F(RegistryIdentityTest, InsecureSettingsAreLoudAndAPlaintextReportIsRefused
   StartNode("node-a", "", kNqnA, "127.0.0.1:0");
   ASSERT_TRUE(WaitFor(
       [&] {
-        std::string log = Slurp(tmp_.Sub("node.log"));
+        std::string log = ReadWholeFile(tmp_.Sub("node.log"));
         return log.find("identity report failed") != std::string::npos;
       },
       std::chrono::seconds(60)))
-      << Slurp(tmp_.Sub("node.log"));
-  std::string log = Slurp(tmp_.Sub("node.log"));
+      << ReadWholeFile(tmp_.Sub("node.log"));
+  std::string log = ReadWholeFile(tmp_.Sub("node.log"));
   EXPECT_NE(log.find("INSECURE: the CSI endpoint 127.0.0.1:0 is not a unix socket"),
             std::string::npos)
       << log;
@@ -284,11 +259,12 @@ TEST_F(RegistryIdentityTest, InsecureSettingsAreLoudAndAPlaintextReportIsRefused
   for (const char* f : {"agent.crt", "agent.key", "ca.crt"}) {
     fs::copy_file(tmp_.Sub(std::string("certs/") + f), tmp_.Sub(std::string("plain/certs/") + f));
   }
-  ASSERT_TRUE(plain.Start({"--insecure"})) << Slurp(tmp_.Sub("plain/agent.log"));
+  ASSERT_TRUE(plain.Start({"--insecure"})) << ReadWholeFile(tmp_.Sub("plain/agent.log"));
   plain.Stop();
-  EXPECT_NE(Slurp(tmp_.Sub("plain/agent.log")).find("INSECURE: the agent API on 127.0.0.1:"),
-            std::string::npos)
-      << Slurp(tmp_.Sub("plain/agent.log"));
+  EXPECT_NE(
+      ReadWholeFile(tmp_.Sub("plain/agent.log")).find("INSECURE: the agent API on 127.0.0.1:"),
+      std::string::npos)
+      << ReadWholeFile(tmp_.Sub("plain/agent.log"));
 }
 
 }  // namespace

@@ -20,25 +20,6 @@ namespace fs = std::filesystem;
 namespace v1 = pillar::agent::v1;
 namespace rv1 = pillar::registry::v1;
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  return {(std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()};
-}
-
-template <typename Pred>
-int64_t WaitFor(Pred pred, std::chrono::seconds timeout) {
-  auto start = std::chrono::steady_clock::now();
-  while (std::chrono::steady_clock::now() - start < timeout) {
-    if (pred()) {
-      return std::chrono::duration_cast<std::chrono::milliseconds>(
-                 std::chrono::steady_clock::now() - start)
-          .count();
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
-  return -1;
-}
-
 class CertsTest : public ::testing::Test {
  protected:
   // pillarctl ARGS...; its exit code.
@@ -108,10 +89,10 @@ TEST_F(CertsTest, IssuedCertificatesCarryTheirRoleAndAreRefusedToOverwrite) {
   ASSERT_TRUE(verify.ok());
   EXPECT_EQ(verify->exit_code, 0) << verify->out << verify->err;
 
-  std::string before = Slurp(tmp_.Sub("ca/ca.key"));
+  std::string before = ReadWholeFile(tmp_.Sub("ca/ca.key"));
   EXPECT_NE(Ctl({"certs", "ca", "--out", tmp_.Sub("ca")}), 0);
   EXPECT_NE(last_.find("ALREADY_EXISTS"), std::string::npos) << last_;
-  EXPECT_EQ(Slurp(tmp_.Sub("ca/ca.key")), before);
+  EXPECT_EQ(ReadWholeFile(tmp_.Sub("ca/ca.key")), before);
   EXPECT_NE(Ctl({"certs", "issue", "--role", "node", "--name", "node-a", "--ca", tmp_.Sub("ca"),
                  "--out", tmp_.Sub("node-a")}),
             0);
@@ -141,11 +122,11 @@ TEST_F(CertsTest, RealBinariesAcceptThemAndARotatedCertificateIsUsedWithoutResta
   Install("agent1", "agent", true);
   Install("controller1", "controller", false);
   AgentProcess agent(tmp_.path());
-  ASSERT_TRUE(agent.Start({"--tls-reload-interval=1"})) << Slurp(tmp_.Sub("agent.log"));
+  ASSERT_TRUE(agent.Start({"--tls-reload-interval=1"})) << ReadWholeFile(tmp_.Sub("agent.log"));
 
   // The agent admits pillarctl's controller and operator certificates, refuses its node one.
   auto s = GetInfo("controller1", agent.port());
-  EXPECT_TRUE(s.ok()) << s.error_message() << Slurp(tmp_.Sub("agent.log"));
+  EXPECT_TRUE(s.ok()) << s.error_message() << ReadWholeFile(tmp_.Sub("agent.log"));
   EXPECT_TRUE(GetInfo("operator", agent.port()).ok());
   EXPECT_EQ(GetInfo("node-a", agent.port()).error_code(), grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_FALSE(GetInfo("controller2", agent.port()).ok()) << "another CA's client";
@@ -153,17 +134,17 @@ TEST_F(CertsTest, RealBinariesAcceptThemAndARotatedCertificateIsUsedWithoutResta
   // The controller calls the agent and serves the registry with them.
   ControllerProcess controller(tmp_.path());
   controller.UseRegistryTls();
-  ASSERT_TRUE(controller.Start(agent.port())) << Slurp(tmp_.Sub("controller.log"));
+  ASSERT_TRUE(controller.Start(agent.port())) << ReadWholeFile(tmp_.Sub("controller.log"));
   auto st = store::SqliteStore::Open({controller.store_path()});
   ASSERT_TRUE(st.ok());
-  EXPECT_GE(WaitFor(
+  EXPECT_GE(WaitForMs(
                 [&] {
                   auto a = (*st)->Get("PillarAgent", "storage-1");
                   return a.ok() && a->status.dump().find("\"Connected\"") != std::string::npos;
                 },
                 std::chrono::seconds(60)),
             0)
-      << Slurp(tmp_.Sub("controller.log"));
+      << ReadWholeFile(tmp_.Sub("controller.log"));
   {
     TlsFiles files{tmp_.Sub("node-a/tls.crt"), tmp_.Sub("node-a/tls.key"),
                    tmp_.Sub("node-a/ca.crt")};
@@ -184,9 +165,9 @@ TEST_F(CertsTest, RealBinariesAcceptThemAndARotatedCertificateIsUsedWithoutResta
   // Rotation to a new CA: the agent's certificate, key and CA bundle are
   // replaced on disk; new connections use them, the old CA's clients are out.
   Install("agent2", "agent", true);
-  int64_t ms =
-      WaitFor([&] { return GetInfo("controller2", agent.port()).ok(); }, std::chrono::seconds(60));
-  ASSERT_GE(ms, 0) << Slurp(tmp_.Sub("agent.log"));
+  int64_t ms = WaitForMs([&] { return GetInfo("controller2", agent.port()).ok(); },
+                         std::chrono::seconds(60));
+  ASSERT_GE(ms, 0) << ReadWholeFile(tmp_.Sub("agent.log"));
   std::printf("figure: rotated certificate in use after %.1f s\n", static_cast<double>(ms) / 1000);
   EXPECT_FALSE(GetInfo("controller1", agent.port()).ok());
   agent.Stop();
@@ -197,7 +178,7 @@ TEST_F(CertsTest, RealBinariesAcceptThemAndARotatedCertificateIsUsedWithoutResta
 TEST_F(CertsTest, TheServerNameOverrideIsChecked) {
   ASSERT_TRUE(AgentProcess::MakeCerts(tmp_.Sub("certs")));
   AgentProcess agent(tmp_.path());
-  ASSERT_TRUE(agent.Start()) << Slurp(tmp_.Sub("agent.log"));
+  ASSERT_TRUE(agent.Start()) << ReadWholeFile(tmp_.Sub("agent.log"));
   auto call = [&](const std::string& name) {
     TlsFiles files{tmp_.Sub("certs/controller.crt"), tmp_.Sub("certs/controller.key"),
                    tmp_.Sub("certs/ca.crt")};
@@ -235,7 +216,7 @@ TEST_F(CertsTest, OnlyTls13OnEitherSide) {
   ASSERT_TRUE(RequireTls13().ok());
   ASSERT_TRUE(AgentProcess::MakeCerts(tmp_.Sub("certs")));
   AgentProcess agent(tmp_.path());
-  ASSERT_TRUE(agent.Start()) << Slurp(tmp_.Sub("agent.log"));
+  ASSERT_TRUE(agent.Start()) << ReadWholeFile(tmp_.Sub("agent.log"));
   // The agent as a server.
   EXPECT_NE(Handshake(tmp_.Sub("certs"), agent.port(), "-tls1_3").find("New, TLSv1.3"),
             std::string::npos);
@@ -279,14 +260,14 @@ TEST_F(CertsTest, OnlyTls13OnEitherSide) {
   // up to 10 s before stopping it, so a slow machine does not lose the line.
   std::string out;
   for (int i = 0; i < 100; ++i) {
-    out = Slurp(log);
+    out = ReadWholeFile(log);
     if (out.find("unsupported protocol") != std::string::npos) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   kill(server, SIGTERM);
   int status = 0;
   waitpid(server, &status, 0);
-  out = Slurp(log);
+  out = ReadWholeFile(log);
   // What the server saw: a client offering TLS 1.3 alone.
   EXPECT_NE(out.find("unsupported protocol"), std::string::npos) << out;
 }

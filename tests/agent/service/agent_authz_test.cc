@@ -23,11 +23,6 @@ constexpr const char* kHostA =
 constexpr const char* kHostB =
     "nqn.2014-08.org.nvmexpress:uuid:aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee";
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  return {(std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()};
-}
-
 // Every file and link under `dir` with its content or target: what a refused
 // call must leave as it was.
 std::string Tree(const std::string& dir) {
@@ -37,7 +32,7 @@ std::string Tree(const std::string& dir) {
     if (e.is_symlink()) {
       out += " -> " + fs::read_symlink(e.path()).string();
     } else if (e.is_regular_file()) {
-      out += " = " + Slurp(e.path().string());
+      out += " = " + ReadWholeFile(e.path().string());
     }
     out += "\n";
   }
@@ -66,9 +61,8 @@ class AgentAuthzTest : public ::testing::Test {
     if (geteuid() != 0 || !fs::exists("/dev/loop-control")) {
       GTEST_SKIP() << "needs root and loop devices";
     }
-    ASSERT_TRUE(AgentProcess::MakeCerts(tmp_.Sub("certs")));
-    agent_ = std::make_unique<AgentProcess>(tmp_.path());
-    ASSERT_TRUE(agent_->Start()) << Slurp(tmp_.Sub("agent.log"));
+    agent_ = AgentProcess::StartWithCerts(tmp_.path());
+    ASSERT_NE(agent_, nullptr) << ReadWholeFile(tmp_.Sub("agent.log"));
   }
   void TearDown() override {
     if (!agent_) return;
@@ -176,7 +170,7 @@ TEST_F(AgentAuthzTest, EveryRpcIsRefusedToNodeAgentAndRolelessCertificates) {
   EXPECT_EQ(State().find(kHostB), std::string::npos);
 
   // Each refusal is logged with who asked.
-  std::string log = Slurp(tmp_.Sub("agent.log"));
+  std::string log = ReadWholeFile(tmp_.Sub("agent.log"));
   EXPECT_NE(log.find("pillar-csi://node/node-b"), std::string::npos) << log;
   EXPECT_NE(log.find("/pillar.agent.v1.Agent/ApplyExport"), std::string::npos);
 }

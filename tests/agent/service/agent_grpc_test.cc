@@ -38,9 +38,8 @@ class AgentGrpcTest : public ::testing::Test {
     if (geteuid() != 0 || !fs::exists("/dev/loop-control")) {
       GTEST_SKIP() << "needs root and loop devices";
     }
-    ASSERT_TRUE(AgentProcess::MakeCerts(tmp_.Sub("certs")));
-    agent_ = std::make_unique<AgentProcess>(tmp_.path());
-    ASSERT_TRUE(agent_->Start()) << Slurp(tmp_.Sub("agent.log"));
+    agent_ = AgentProcess::StartWithCerts(tmp_.path());
+    ASSERT_NE(agent_, nullptr) << ReadWholeFile(tmp_.Sub("agent.log"));
     stub_ = agent_->Client();
     ASSERT_NE(stub_, nullptr);
   }

@@ -33,6 +33,15 @@ class AgentProcess {
     return std::system(cmd.c_str()) == 0;  // NOLINT(cert-env33-c): test-only fixed script
   }
 
+  // Certificates made under `dir`/certs, then the agent started; nullptr
+  // when either failed (the agent's log is `dir`/agent.log).
+  static std::unique_ptr<AgentProcess> StartWithCerts(const std::string& dir) {
+    if (!MakeCerts(dir + "/certs")) return nullptr;
+    auto agent = std::make_unique<AgentProcess>(dir);
+    if (!agent->Start()) return nullptr;
+    return agent;
+  }
+
   // Starts the agent with a file pool "demo" and simulated configfs; extra
   // flags are appended. A restart reuses the first start's port, as a
   // rebooted storage node keeps its address. Returns false when it did not
