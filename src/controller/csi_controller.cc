@@ -120,6 +120,14 @@ StatusOr<std::pair<uint32_t, uint32_t>> ParseNfsRootOwner(const std::string& tex
 
 }  // namespace
 
+const std::set<std::string>& KnownCreateParameters() {
+  static const std::set<std::string> kKnown = {
+      "agent",         "pool",        "protocol",          "acl",    "port",
+      "bindAddress",   "fsType",      "inCapsuleDataSize", "import", "auth",
+      "nfsRootSquash", "nfsRootMode", "nfsRootOwner"};
+  return kKnown;
+}
+
 StatusOr<CreateParams> ParseCreateParameters(
     const google::protobuf::Map<std::string, std::string>& p) {
   CreateParams out;
@@ -128,11 +136,7 @@ StatusOr<CreateParams> ParseCreateParameters(
     return it == p.end() ? "" : it->second;
   };
   for (const auto& [k, v] : p) {
-    static const std::set<std::string> kKnown = {
-        "agent",         "pool",        "protocol",          "acl",    "port",
-        "bindAddress",   "fsType",      "inCapsuleDataSize", "import", "auth",
-        "nfsRootSquash", "nfsRootMode", "nfsRootOwner"};
-    if (kKnown.count(k) == 0 && k.rfind("backend.", 0) != 0 &&
+    if (KnownCreateParameters().count(k) == 0 && k.rfind("backend.", 0) != 0 &&
         k.rfind("csi.storage.k8s.io/", 0) != 0) {
       return InvalidArgument("parameters." + k + " is not a pillar parameter");
     }

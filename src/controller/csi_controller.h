@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include "common/clock.h"
@@ -120,6 +121,10 @@ struct CreateParams {
   uint32_t nfs_root_uid = 0;
   uint32_t nfs_root_gid = 0;
 };
+// The StorageClass parameters pillar knows besides the backend.* and
+// csi.storage.k8s.io/* prefixes; README, the chart's schema and
+// docs/in-band-auth.md are checked against it (tests/controller/desired_test.cc).
+const std::set<std::string>& KnownCreateParameters();
 StatusOr<CreateParams> ParseCreateParameters(
     const google::protobuf::Map<std::string, std::string>& p);
 

@@ -4,7 +4,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <sstream>
 
 #include "controller/csi_controller.h"
 
@@ -355,6 +360,67 @@ TEST(CreateParametersTest, ValidatesEveryParameterByName) {
   nfs["nfsRootSquash"] = "false";
   ASSERT_TRUE(ParseCreateParameters(nfs).ok());
   EXPECT_EQ(ParseCreateParameters(nfs)->nfs_root_squash, false);
+}
+
+std::string SourceFile(const std::string& rel) {
+  std::ifstream in(std::string(PILLAR_SOURCE_DIR) + "/" + rel);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// One list of parameters: what CreateVolume accepts is what README documents
+// and what the chart's schema lets a StorageClass carry.
+TEST(CreateParametersTest, ReadmeAndChartSchemaListEveryKnownParameter) {
+  const std::set<std::string>& known = KnownCreateParameters();
+  ASSERT_GE(known.size(), 10u);
+  google::protobuf::Map<std::string, std::string> base;
+  base["agent"] = "storage-1";
+  base["pool"] = "p";
+  base["protocol"] = "iscsi";
+  for (const std::string& k : known) {
+    auto q = base;
+    q[k] = "x";
+    auto r = ParseCreateParameters(q);
+    EXPECT_THAT(std::string(r.status().message()),
+                ::testing::Not(HasSubstr("not a pillar parameter")))
+        << k;
+  }
+
+  std::string readme = SourceFile("README.md");
+  size_t from = readme.find("StorageClass parameters:");
+  size_t to = readme.find("Unknown parameters are refused.", from);
+  ASSERT_NE(from, std::string::npos);
+  ASSERT_NE(to, std::string::npos);
+  std::string paragraph = readme.substr(from, to - from);
+  for (const std::string& k : known) {
+    EXPECT_THAT(paragraph, HasSubstr("`" + k + "`"))
+        << "README's StorageClass parameters miss " << k;
+  }
+
+  // The chart: a class's own fields for some, the parameters map's pattern
+  // (an alternation of names, then the two prefixes) for the rest.
+  auto schema = nlohmann::json::parse(SourceFile("charts/pillar/values.schema.json"));
+  const auto& cls = schema["definitions"]["storageClass"]["properties"];
+  const std::set<std::string> kClassFields = {"agent", "pool", "protocol", "acl", "fsType", "auth"};
+  for (const std::string& f : kClassFields) {
+    EXPECT_TRUE(cls.contains(f)) << "the chart's storageClass has no field " << f;
+  }
+  const auto& patterns = cls["parameters"]["patternProperties"];
+  ASSERT_EQ(patterns.size(), 1u);
+  std::string pattern = patterns.begin().key();
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(pattern, m, std::regex(R"(^\^\(([A-Za-z|]+)\|backend)")))
+      << pattern;
+  std::set<std::string> chart = kClassFields;
+  std::stringstream names(m[1].str());
+  for (std::string n; std::getline(names, n, '|');) {
+    EXPECT_EQ(kClassFields.count(n), 0u) << n << " is both a class field and a parameter";
+    chart.insert(n);
+  }
+  EXPECT_EQ(chart, known);
+  EXPECT_NE(pattern.find("backend\\."), std::string::npos) << pattern;
+  EXPECT_NE(pattern.find("csi\\.storage\\.k8s\\.io/"), std::string::npos) << pattern;
 }
 
 TEST(CreateParametersTest, NfsRootModeAndOwnerDefaultTo0777RootAndRefuseBadForms) {
