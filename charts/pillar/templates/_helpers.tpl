@@ -149,3 +149,22 @@ election: (dict "root" $ "name" NAME "sidecar" .Values.controller.sidecars.X "ar
     - name: socket-dir
       mountPath: /csi
 {{- end -}}
+
+{{/* "true" when a storageClasses.classes entry asks for CHAP, else empty. */}}
+{{- define "pillar.classAuth" -}}
+{{- if and .auth (eq (.auth.mode | default "none") "chap") -}}true{{- end -}}
+{{- end -}}
+
+{{/* The CHAP Secrets of the chart's StorageClasses: namespace -> sorted, unique names. */}}
+{{- define "pillar.authSecrets" -}}
+{{- $by := dict -}}
+{{- if .Values.storageClasses.create -}}
+{{- range .Values.storageClasses.classes -}}
+{{- if include "pillar.classAuth" . -}}
+{{- $ns := default $.Release.Namespace .auth.secretNamespace -}}
+{{- $_ := set $by $ns (append (get $by $ns | default list) .auth.secretName | uniq | sortAlpha) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $by -}}
+{{- end -}}

@@ -499,6 +499,43 @@ else
   fail "helm template with registry.insecure, no StorageClasses, no agent" "$(cat "$W/err")"
 fi
 
+# In-band authentication: classes with auth.mode chap name their Secret in the
+# CSI secret parameters, and the controller may get exactly those Secrets.
+AUTH_CLASSES='[{"name":"chap-iscsi","protocol":"iscsi","auth":{"mode":"chap","secretName":"pillar-chap"},"parameters":{"import":"true"}},
+  {"name":"chap-nvme","protocol":"nvmeof-tcp","auth":{"mode":"chap","secretName":"nvme-keys","secretNamespace":"keys"}},
+  {"name":"chap-iscsi-2","protocol":"iscsi","auth":{"mode":"chap","secretName":"pillar-chap"}},
+  {"name":"plain","protocol":"iscsi","auth":{"mode":"none"}}]'
+if helm template pillar "$chart" --namespace "$NS" --set-json "storageClasses.classes=$AUTH_CLASSES" >"$W/auth.yaml" 2>"$W/err" &&
+  tojson "$W/auth.yaml" >"$W/auth.json"; then
+  J=$W/auth.json
+  secret_params() { # NAME NAMESPACE: the six CSI secret parameters as a jq object
+    printf '{"csi.storage.k8s.io/provisioner-secret-name": "%s", "csi.storage.k8s.io/provisioner-secret-namespace": "%s",
+      "csi.storage.k8s.io/controller-publish-secret-name": "%s", "csi.storage.k8s.io/controller-publish-secret-namespace": "%s",
+      "csi.storage.k8s.io/node-stage-secret-name": "%s", "csi.storage.k8s.io/node-stage-secret-namespace": "%s"}' \
+      "$1" "$2" "$1" "$2" "$1" "$2"
+  }
+  check "auth chap: auth and the provisioner, controller-publish and node-stage Secret in the class (release namespace by default), import passed on" \
+    "$(obj StorageClass chap-iscsi) | .parameters == ({agent: \"storage-1\", pool: \"local\", protocol: \"iscsi\", acl: \"true\",
+      auth: \"chap\", import: \"true\"} + $(secret_params pillar-chap "$NS"))"
+  check "auth chap: a Secret in another namespace (secretNamespace keys)" \
+    "$(obj StorageClass chap-nvme) | .parameters == ({agent: \"storage-1\", pool: \"local\", protocol: \"nvmeof-tcp\", acl: \"true\",
+      auth: \"chap\"} + $(secret_params nvme-keys keys))"
+  check "auth none: no auth parameter, no Secret parameter" \
+    "$(obj StorageClass plain) | .parameters == {agent: \"storage-1\", pool: \"local\", protocol: \"iscsi\", acl: \"true\"}"
+  check "auth: one Role per Secret namespace, get on exactly the named Secrets, bound to the controller's ServiceAccount only" \
+    "([.[] | select(.kind == \"Role\" and (.metadata.name | endswith(\"-auth-secrets\"))) | {ns: .metadata.namespace, rules}] | sort_by(.ns)) ==
+      [{ns: \"keys\", rules: [{apiGroups: [\"\"], resources: [\"secrets\"], resourceNames: [\"nvme-keys\"], verbs: [\"get\"]}]},
+       {ns: \"$NS\", rules: [{apiGroups: [\"\"], resources: [\"secrets\"], resourceNames: [\"pillar-chap\"], verbs: [\"get\"]}]}]
+    and ([.[] | select(.kind == \"RoleBinding\" and (.metadata.name | endswith(\"-auth-secrets\")))
+      | {ns: .metadata.namespace, subjects, role: .roleRef.name}] | sort_by(.ns)) ==
+      [{ns: \"keys\", subjects: [{kind: \"ServiceAccount\", name: \"pillar-controller\", namespace: \"$NS\"}], role: \"pillar-auth-secrets\"},
+       {ns: \"$NS\", subjects: [{kind: \"ServiceAccount\", name: \"pillar-controller\", namespace: \"$NS\"}], role: \"pillar-auth-secrets\"}]"
+  check "default render: no Secret is readable (no auth-secrets Role)" \
+    "[.[] | select(.metadata.name | endswith(\"-auth-secrets\"))] | length == 0" "$W/default.json"
+else
+  fail "helm template with auth classes" "$(cat "$W/err")"
+fi
+
 # ---- values the schema refuses ---------------------------------------------------
 refused() { # refused NAME FIELD-TEXT HELM-ARGS...: helm template fails, naming the field
   local name=$1 want=$2
@@ -537,6 +574,22 @@ refused "a StorageClass parameter pillar does not know" "/storageClasses/classes
   --set-json 'storageClasses.classes=[{"name":"x","protocol":"nfs","parameters":{"replicas":"3"}}]'
 refused "a StorageClass fsType btrfs" "/storageClasses/classes/0/fsType" \
   --set-json 'storageClasses.classes=[{"name":"x","protocol":"iscsi","fsType":"btrfs"}]'
+refused "auth chap without a secretName" "secretName" \
+  --set-json 'storageClasses.classes=[{"name":"x","protocol":"iscsi","auth":{"mode":"chap"}}]'
+refused "auth mode kerberos" "/storageClasses/classes/0/auth/mode" \
+  --set-json 'storageClasses.classes=[{"name":"x","protocol":"iscsi","auth":{"mode":"kerberos"}}]'
+refused "auth chap on NFS" "/storageClasses/classes/0/auth/mode" \
+  --set-json 'storageClasses.classes=[{"name":"x","protocol":"nfs","auth":{"mode":"chap","secretName":"s"}}]'
+refused "auth chap with acl false" "/storageClasses/classes/0/acl" \
+  --set-json 'storageClasses.classes=[{"name":"x","protocol":"iscsi","acl":false,"auth":{"mode":"chap","secretName":"s"}}]'
+refused "auth none with a secretName" "/storageClasses/classes/0/auth/secretName" \
+  --set-json 'storageClasses.classes=[{"name":"x","protocol":"iscsi","auth":{"mode":"none","secretName":"s"}}]'
+refused "auth chap and a Secret parameter of its own" "/storageClasses/classes/0/parameters" \
+  --set-json 'storageClasses.classes=[{"name":"x","protocol":"iscsi","auth":{"mode":"chap","secretName":"s"},"parameters":{"csi.storage.k8s.io/node-stage-secret-name":"t"}}]'
+refused "auth as a plain parameter (use the class's auth)" "/storageClasses/classes/0/parameters" \
+  --set-json 'storageClasses.classes=[{"name":"x","protocol":"iscsi","parameters":{"auth":"chap"}}]'
+refused "a Secret namespace that is no DNS label" "/storageClasses/classes/0/auth/secretNamespace" \
+  --set-json 'storageClasses.classes=[{"name":"x","protocol":"iscsi","auth":{"mode":"chap","secretName":"s","secretNamespace":"Keys_1"}}]'
 refused "an agent entry without a port" "port" --set-json 'controller.agents=[{"name":"storage-1","address":"10.0.0.5"}]'
 refused "a pull policy Sometimes" "/controller/image/pullPolicy" --set controller.image.pullPolicy=Sometimes
 refused "a relative kubeletDir" "/kubeletDir" --set kubeletDir=var/lib/kubelet
@@ -668,6 +721,25 @@ for what in "create tokenreviews.authentication.k8s.io" "patch pillarvolumestate
   denied pillar-agent $what
 done
 
+# The auth render's Secret Roles on the server: the controller may get the
+# named CHAP Secrets and nothing else of the kind.
+kubectl create namespace keys >/dev/null 2>&1 || fail "namespace keys created"
+if jq '[.[] | select(.metadata.name | endswith("-auth-secrets"))] | {apiVersion: "v1", kind: "List", items: .}' "$W/auth.json" \
+  >"$W/auth-rbac.json" && kubectl apply --server-side --field-manager=pillar-chart-test -f "$W/auth-rbac.json" >"$W/err" 2>&1; then
+  ok "the auth render's Roles and RoleBindings accepted ($(jq '.items | length' "$W/auth-rbac.json") objects)"
+else
+  fail "the auth render's Roles and RoleBindings accepted" "$(cat "$W/err")"
+fi
+allowed pillar-controller get secrets/pillar-chap -n "$NS"
+allowed pillar-controller get secrets/nvme-keys -n keys
+denied pillar-controller get secrets/nvme-keys -n "$NS"
+denied pillar-controller get secrets/other -n "$NS"
+denied pillar-controller list secrets -n "$NS"
+denied pillar-controller watch secrets -n keys
+denied pillar-controller update secrets/pillar-chap -n "$NS"
+denied pillar-node get secrets/pillar-chap -n "$NS"
+denied pillar-agent get secrets/nvme-keys -n keys
+
 # The controller's ServiceAccount reviews a node plugin token (audience
 # pillar's), as pillar-controller does for every node report.
 if tok=$(kubectl -n "$NS" create token pillar-node --audience "$DRIVER" --duration 10m 2>"$W/err"); then
@@ -791,6 +863,68 @@ fi
 sleep 2   # their informers list and watch right after leading
 forbidden=$(cat "$W"/logs/controller-*.log "$W"/logs/csi-*.log | grep -ci 'forbidden')
 expect_eq "no request of pillar-controller or the sidecars was forbidden (the chart's RBAC suffices)" 0 "$forbidden"
+
+# A claim on a chap class: csi-provisioner, as the chart's ServiceAccount, reads
+# the class's Secret and calls CreateVolume (which fails here: no agent runs in
+# this suite, so the claim stays Pending with pillar's answer in its events). A
+# class made by hand that names a Secret the chart did not grant is refused by
+# the API server before any CreateVolume.
+jq '[.[] | select(.kind == "StorageClass" and .metadata.name == "chap-iscsi")] | {apiVersion: "v1", kind: "List", items: .}' \
+  "$W/auth.json" >"$W/auth-sc.json"
+kubectl apply -f "$W/auth-sc.json" >/dev/null 2>"$W/err" || fail "StorageClass chap-iscsi applied" "$(cat "$W/err")"
+kubectl apply -f - >/dev/null 2>"$W/err" <<YAML || fail "Secrets and a hand-made class applied" "$(cat "$W/err")"
+apiVersion: v1
+kind: Secret
+metadata: {name: pillar-chap, namespace: $NS}
+stringData: {chapUsername: pillar-initiator, chapPassword: correct-horse-battery}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: other, namespace: $NS}
+stringData: {chapUsername: pillar-initiator, chapPassword: correct-horse-battery}
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: chap-ungranted}
+provisioner: $DRIVER
+parameters:
+  {agent: storage-1, pool: local, protocol: iscsi, acl: "true", auth: chap,
+   csi.storage.k8s.io/provisioner-secret-name: other, csi.storage.k8s.io/provisioner-secret-namespace: $NS}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: chap-claim, namespace: default}
+spec: {accessModes: [ReadWriteOnce], storageClassName: chap-iscsi, resources: {requests: {storage: 16Mi}}}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: ungranted-claim, namespace: default}
+spec: {accessModes: [ReadWriteOnce], storageClassName: chap-ungranted, resources: {requests: {storage: 16Mi}}}
+YAML
+claim_events() { kubectl -n default get events --field-selector "involvedObject.name=$1,reason=ProvisioningFailed" \
+  -o jsonpath='{range .items[*]}{.message}{"\n"}{end}' 2>/dev/null; }
+has_event() { [[ -n $(claim_events "$1") ]]; }
+if took=$(wait_for 60 has_event chap-claim); then
+  msg=$(claim_events chap-claim | head -1)
+  if [[ $msg == *"rpc error"* && $msg != *ecret* && $msg != *orbidden* ]]; then
+    ok "a claim on the chap class reached CreateVolume with the class's Secret ($took s): ${msg:0:120}"
+  else
+    fail "a claim on the chap class reached CreateVolume with the class's Secret" "$msg"
+  fi
+else
+  fail "a claim on the chap class: a ProvisioningFailed event" "$(kubectl -n default describe pvc chap-claim 2>&1 | tail -5)"
+fi
+if took=$(wait_for 60 has_event ungranted-claim); then
+  msg=$(claim_events ungranted-claim | head -1)
+  if [[ $msg == *orbidden* && $msg != *"rpc error"* ]]; then
+    ok "a claim naming a Secret the chart did not grant is refused before CreateVolume ($took s)"
+  else
+    fail "a claim naming a Secret the chart did not grant is refused before CreateVolume" "$msg"
+  fi
+else
+  fail "the ungranted claim: a ProvisioningFailed event" "$(kubectl -n default describe pvc ungranted-claim 2>&1 | tail -5)"
+fi
+kubectl -n default delete pvc chap-claim ungranted-claim --wait=false >/dev/null 2>&1
 suite_cleanup
 pillar_kill "$W" controller-b TERM
 
