@@ -16,6 +16,8 @@
 #     with the same VolumeAttachment (no new publish)
 #   Pod deleted -> VolumeAttachment gone -> ACL entry gone; PVC deleted ->
 #     export, backend volume, pvst and PV gone
+#   auth: chap with a Secret -> the sidecars hand the key to CreateVolume and
+#     ControllerPublishVolume: the target holds it, the store a digest only
 # The agent serves its exports on a simulated configfs (a file pool on this
 # host; no kernel target here): the output says so.
 # Last line:  k8s-csi: N passed, M failed
@@ -220,4 +222,70 @@ fi
 if ! kubectl get pvst "$VOL" >/dev/null 2>&1; then ok "pvst/$VOL gone"; else fail "pvst gone"; fi
 [[ ! -e $W/pool/$VOL.img ]] && ok "backend volume deleted" || fail "backend volume deleted"
 [[ ! -e $subsys ]] && ok "export removed" || fail "export removed"
+
+# ---- in-band authentication: keys from a Secret, through the real sidecars --
+# csi-provisioner reads the class's Secret for CreateVolume, csi-attacher for
+# ControllerPublishVolume; the store keeps a digest, the target the key.
+KEY=$(python3 -c 'import base64, os, struct, zlib; k = os.urandom(32)
+print("DHHC-1:00:" + base64.b64encode(k + struct.pack("<I", zlib.crc32(k))).decode() + ":")')
+kubectl apply -f - >/dev/null 2>"$W/err" <<YAML || fail "Secret and chap StorageClass" "$(cat "$W/err")"
+apiVersion: v1
+kind: Secret
+metadata: {name: nvme-chap, namespace: pillar}
+stringData: {dhchapKey: "$KEY"}
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: pillar-nvmeof-chap}
+provisioner: pillar-csi.bhyoo.com
+volumeBindingMode: Immediate
+reclaimPolicy: Delete
+parameters:
+  {agent: storage-1, pool: demo, protocol: nvmeof-tcp, acl: "true", bindAddress: 127.0.0.1, auth: chap,
+   csi.storage.k8s.io/provisioner-secret-name: nvme-chap, csi.storage.k8s.io/provisioner-secret-namespace: pillar,
+   csi.storage.k8s.io/controller-publish-secret-name: nvme-chap, csi.storage.k8s.io/controller-publish-secret-namespace: pillar,
+   csi.storage.k8s.io/node-stage-secret-name: nvme-chap, csi.storage.k8s.io/node-stage-secret-namespace: pillar}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: claim-chap, namespace: default}
+spec: {accessModes: [ReadWriteOnce], storageClassName: pillar-nvmeof-chap, resources: {requests: {storage: 16Mi}}}
+YAML
+if s=$(wait_for 120 eq pvc/claim-chap '{.status.phase}' Bound); then
+  ok "PVC claim-chap Bound (${s} s): CreateVolume with the Secret's key"
+  PV=$(jp pvc/claim-chap '{.spec.volumeName}')
+  VOL=$(jp "pv/$PV" '{.spec.csi.volumeHandle}')
+  spec=$(jp "pvst/$VOL" '{.status.exportSpec.auth} {.status.exportSpec.authDigest}')
+  [[ $spec == "chap sha256:"* ]] && ok "pvst/$VOL records auth chap and a digest only ($spec)" || fail "exportSpec auth" "$spec"
+  if kubectl get pvst "$VOL" -o json | grep -qF "${KEY:10:20}"; then fail "the key is not in the pvst"; else ok "the key is not in the pvst"; fi
+  kubectl apply -f - >/dev/null <<'YAML'
+apiVersion: v1
+kind: Pod
+metadata: {name: app-chap, namespace: default}
+spec:
+  nodeName: node-a
+  containers: [{name: app, image: registry.invalid/pillar/app:0, volumeMounts: [{name: data, mountPath: /data}]}]
+  volumes: [{name: data, persistentVolumeClaim: {claimName: claim-chap}}]
+YAML
+  subsys=$W/configfs/nvmet/subsystems/$(jp "pvst/$VOL" '{.status.exportInfo.targetID}')
+  if s=$(wait_for 120 va_attached); then
+    ok "VolumeAttachment attached (${s} s): ControllerPublishVolume with the Secret"
+  else
+    fail "chap VolumeAttachment attached" "$(kubectl get volumeattachment -o yaml 2>&1 | tail -20)"
+  fi
+  [[ $(hosts) == "$NQN2 " ]] && ok "node-a's NQN is the chap volume's ACL" || fail "chap ACL" "$(hosts)"
+  host_key=$(cat "$W/configfs/nvmet/hosts/$NQN2/dhchap_key" 2>/dev/null)
+  [[ $host_key == "$KEY" ]] && ok "nvmet hosts/<node-a's NQN>/dhchap_key holds the Secret's key" ||
+    fail "dhchap_key on the target" "${host_key:0:12}..."
+  if grep -qF "${KEY:10:20}" "$W"/logs/*.log; then fail "the key is in no log"; else ok "the key is in no log"; fi
+  kubectl delete pod app-chap --grace-period=0 --force >/dev/null 2>&1
+  kubectl delete pvc claim-chap --wait=false >/dev/null
+  if s=$(wait_for 120 bash -c "! '$K8S_BIN/kubectl' --kubeconfig '$K8S_KUBECONFIG' get pv '$PV' >/dev/null 2>&1"); then
+    ok "chap volume detached and deleted (${s} s)"
+  else
+    fail "chap volume deleted" "$(kubectl get pv "$PV" -o yaml 2>&1 | tail -10)"
+  fi
+else
+  fail "PVC claim-chap Bound" "$(kubectl describe pvc claim-chap 2>&1 | tail -5)"
+fi
 finish
