@@ -4,12 +4,9 @@
 // or someone else left there, Get and List give an error or a description of
 // pillar's export (its own IQN, initiators that are plain names, a portal
 // that parsed to a canonical address), never a crash.
-#include <unistd.h>
-
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -17,23 +14,17 @@
 #include "agent/exporters/lio_exporter.h"
 #include "common/fs.h"
 #include "fuzz_temp_dir.h"
+#include "fuzz_tree.h"
 
 namespace {
 
 namespace stdfs = std::filesystem;
+using pillar::fuzz::Link;
+using pillar::fuzz::Write;
 
 constexpr char kVolume[] = "demo/pvc-1";
 
 const std::string& Root() { return pillar::fuzz::TempDir("lio-configfs"); }
-
-void Write(const std::string& path, const std::string& value) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << value;
-}
-
-void Link(const std::string& target, const std::string& link) {
-  unlink(link.c_str());
-  (void)symlink(target.c_str(), link.c_str());  // a target with a NUL is cut there
-}
 
 // A directory entry name from the input, or `fallback` when it cannot be one.
 std::string Name(const std::string& v, const char* fallback) {
@@ -47,15 +38,7 @@ std::string Name(const std::string& v, const char* fallback) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  std::vector<std::string> v;
-  std::string text(reinterpret_cast<const char*>(data), size);
-  for (size_t pos = 0; pos <= text.size();) {
-    size_t eol = text.find('\n', pos);
-    if (eol == std::string::npos) eol = text.size();
-    v.push_back(text.substr(pos, eol - pos));
-    pos = eol + 1;
-  }
-  v.resize(15);
+  std::vector<std::string> v = pillar::fuzz::Lines(data, size, 15);
 
   // A fresh tree each run: names from the input change the shape.
   const std::string target = Root() + "/target";
