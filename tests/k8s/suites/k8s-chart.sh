@@ -584,7 +584,8 @@ refused "auth chap with acl false" "/storageClasses/classes/0/acl" \
   --set-json 'storageClasses.classes=[{"name":"x","protocol":"iscsi","acl":false,"auth":{"mode":"chap","secretName":"s"}}]'
 refused "auth none with a secretName" "/storageClasses/classes/0/auth/secretName" \
   --set-json 'storageClasses.classes=[{"name":"x","protocol":"iscsi","auth":{"mode":"none","secretName":"s"}}]'
-refused "auth chap and a Secret parameter of its own" "/storageClasses/classes/0/parameters" \
+# (helm's validator names this one by a wrong path, so the message is matched by the property)
+refused "auth chap and a Secret parameter of its own" "invalid propertyName 'csi.storage.k8s.io/node-stage-secret-name'" \
   --set-json 'storageClasses.classes=[{"name":"x","protocol":"iscsi","auth":{"mode":"chap","secretName":"s"},"parameters":{"csi.storage.k8s.io/node-stage-secret-name":"t"}}]'
 refused "auth as a plain parameter (use the class's auth)" "/storageClasses/classes/0/parameters" \
   --set-json 'storageClasses.classes=[{"name":"x","protocol":"iscsi","parameters":{"auth":"chap"}}]'
