@@ -155,7 +155,8 @@ int Run(int argc, char** argv) {
   DeviceFormatter formatter(exec, claimer);
   StageRecordStore records(fs, JoinPath(state_dir, "volumes"));
   if (Status s = records.Init(); !s.ok()) return daemon.Fail(s);
-  NamedLocks volume_locks, connection_locks;
+  VolumeLocks volume_locks;
+  NamedLocks connection_locks;
   Attachers attachers{&nvme, &iscsi};
   NodeCore core(NodeDeps{fs, mounter, attachers, nfs, formatter, records, volume_locks,
                          connection_locks, sysfs_root});

@@ -78,7 +78,7 @@ struct NodeDeps {
   NfsMounter& nfs;
   DeviceFormatter& formatter;
   StageRecordStore& records;
-  NamedLocks& volume_locks;
+  VolumeLocks& volume_locks;
   NamedLocks& connection_locks;
   std::string sysfs_root;
 };

@@ -47,7 +47,7 @@ HealReport SelfHealer::RunOnce() {
   for (const auto& rec : records_.List()) {
     if (rec.state != "staged") continue;  // an interrupted stage is NodeStage's to finish
     ++report.checked;
-    auto lock = volume_locks_.TryLock(rec.volume_id);
+    auto lock = volume_locks_.TryHeal(rec.volume_id);
     if (!lock) {
       ++report.skipped;
       continue;

@@ -27,7 +27,7 @@ struct HealReport {
 class SelfHealer {
  public:
   SelfHealer(StageRecordStore& records, Attachers attachers, Mounter& mounter, NfsMounter& nfs,
-             NamedLocks& volume_locks, NamedLocks& connection_locks)
+             VolumeLocks& volume_locks, NamedLocks& connection_locks)
       : records_(records),
         attachers_(attachers),
         mounter_(mounter),
@@ -45,7 +45,7 @@ class SelfHealer {
   Attachers attachers_;
   Mounter& mounter_;
   NfsMounter& nfs_;
-  NamedLocks& volume_locks_;
+  VolumeLocks& volume_locks_;
   NamedLocks& connection_locks_;
 };
 

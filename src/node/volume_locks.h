@@ -34,4 +34,34 @@ class NamedLocks {
   std::map<std::string, std::shared_ptr<std::mutex>> slots_;
 };
 
+// A volume is worked on by one CSI call or one self-heal pass at a time. A
+// second CSI call is ABORTED, as CSI asks; a pass is not a call: a CSI call
+// that arrives during one waits for it to end instead of failing (the CO
+// would only retry, and csi-sanity does not), and a pass skips a volume that
+// a call holds.
+class VolumeLocks {
+ public:
+  struct CallGuard {
+    NamedLocks::Guard call;
+    NamedLocks::Guard work;
+  };
+  // nullopt when another CSI call holds the volume.
+  std::optional<CallGuard> TryCall(const std::string& volume_id) {
+    auto call = calls_.TryLock(volume_id);
+    if (!call) return std::nullopt;
+    return CallGuard{std::move(*call), work_.Lock(volume_id)};
+  }
+  // nullopt when a CSI call (or another pass) is working on the volume.
+  std::optional<NamedLocks::Guard> TryHeal(const std::string& volume_id) {
+    return work_.TryLock(volume_id);
+  }
+  // For tests that hold a volume the way a running call or pass does.
+  NamedLocks& calls() { return calls_; }
+  NamedLocks& work() { return work_; }
+
+ private:
+  NamedLocks calls_;  // taken first, never waited for
+  NamedLocks work_;   // waited for by calls, tried by passes
+};
+
 }  // namespace pillar::node

@@ -50,7 +50,8 @@ class NodeCsiTest : public ::testing::Test {
   testing::FakeDeviceClaimer claimer_;
   DeviceFormatter formatter_;
   StageRecordStore records_;
-  NamedLocks volume_locks_, connection_locks_;
+  VolumeLocks volume_locks_;
+  NamedLocks connection_locks_;
   NodeCore core_;
   CsiNode node_;
 };

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <optional>
 #include <thread>
 
 #include "common/fake_exec.h"
@@ -86,7 +87,7 @@ class Node {
   NodeCore& core() { return core_; }
   SelfHealer& healer() { return healer_; }
   StageRecordStore& records() { return records_; }
-  NamedLocks& volume_locks() { return volume_locks_; }
+  VolumeLocks& volume_locks() { return volume_locks_; }
 
  private:
   PosixFs fs_;
@@ -97,7 +98,8 @@ class Node {
   testing::FakeDeviceClaimer claimer_;
   DeviceFormatter formatter_;
   StageRecordStore records_;
-  NamedLocks volume_locks_, connection_locks_;
+  VolumeLocks volume_locks_;
+  NamedLocks connection_locks_;
   NodeCore core_;
   SelfHealer healer_;
 };
@@ -536,7 +538,7 @@ TEST_F(NodeCoreTest, EveryOperationOnAVolumeAlreadyInProgressIsAborted) {
   ASSERT_TRUE(core().Publish(Publish()).ok());
   exec_.ClearCalls();
   mounter_.mount_calls.clear();
-  HeldLock in_progress(node_->volume_locks(), "pvc-1");
+  HeldLock in_progress(node_->volume_locks().calls(), "pvc-1");
   EXPECT_EQ(core().Stage(Stage()).code(), Code::kAborted);
   EXPECT_EQ(core().Publish(Publish()).code(), Code::kAborted);
   EXPECT_EQ(core().Unpublish("pvc-1", Target()).code(), Code::kAborted);
@@ -588,6 +590,33 @@ TEST_F(NodeCoreTest, CallsDuringARunningStageAreAbortedAndConnectOnce) {
   EXPECT_EQ(connects.load(), 1);
   EXPECT_EQ(RecordState(), "staged");
   EXPECT_TRUE(core().Publish(Publish()).ok());  // and once staged, publish works
+}
+
+// A self-heal pass is not a CSI call: a call that arrives during one waits
+// for it and succeeds (csi-sanity saw ABORTED from a NodePublish that met a
+// pass over the volume it had just staged), while a pass skips a volume a
+// call holds.
+TEST_F(NodeCoreTest, CallsWaitForASelfHealPassAndPassesSkipCalls) {
+  ASSERT_TRUE(core().Stage(Stage()).ok());
+  std::optional<HeldLock> pass;
+  pass.emplace(node_->volume_locks().work(), "pvc-1");
+  std::promise<Status> published;
+  std::future<Status> result = published.get_future();
+  std::thread publish([&] { published.set_value(core().Publish(Publish())); });
+  // Still waiting, not ABORTED, while the pass holds the volume.
+  EXPECT_EQ(result.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout);
+  pass.reset();
+  publish.join();
+  Status s = result.get();
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(mounter_.IsMounted(Target()));
+
+  HeldLock call(node_->volume_locks().calls(), "pvc-1");
+  HeldLock working(node_->volume_locks().work(), "pvc-1");
+  HealReport r = node_->healer().RunOnce();
+  EXPECT_EQ(r.checked, 1);
+  EXPECT_EQ(r.skipped, 1);
+  EXPECT_EQ(r.repaired + r.healthy, 0);
 }
 
 // CSI: staged at this path but incompatible with the request: ALREADY_EXISTS,
