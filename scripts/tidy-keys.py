@@ -2,7 +2,8 @@
 """Prints "KEY FILE" for each source FILE: a sha256 of everything clang-tidy's
 verdict on FILE depends on: clang-tidy's version, .clang-tidy, FILE's compile
 command from BUILD/compile_commands.json, and FILE after the preprocessor
-(so every header it includes, ours and the libraries'). The checkout's own
+(so every header it includes, ours and the libraries'), with its comments
+(NOLINT, /*arg=*/) and macro definitions kept, since checks read both. The checkout's own
 path is taken out of all of them, so a clean clone elsewhere keys alike.
 
 scripts/lint.sh skips a file whose key it has seen pass before.
@@ -20,7 +21,8 @@ import sys
 
 def preprocess_command(entry):
     """The compile command of ENTRY turned into one that writes the
-    preprocessed source to stdout (no line markers, no object file)."""
+    preprocessed source to stdout (no line markers, no object file; comments
+    and #defines kept)."""
     args = shlex.split(entry["command"]) if "command" in entry else list(entry["arguments"])
     out = []
     skip = False
@@ -34,7 +36,7 @@ def preprocess_command(entry):
         if a in ("-c", "-MD", "-MMD"):
             continue
         out.append(a)
-    return args, out + ["-E", "-P"]
+    return args, out + ["-E", "-P", "-C", "-dD"]
 
 
 def key_of(root, build, entry, fixed):
