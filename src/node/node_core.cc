@@ -141,8 +141,7 @@ Status NodeCore::Stage(const StageRequest& req) {
   if (!req.block && t.protocol != "nfs" && !fs_type.empty() && !SupportedFsType(fs_type)) {
     return InvalidArgument("fsType \"" + fs_type + "\" is not supported (ext4, ext3, xfs)");
   }
-  auto lock = d_.volume_locks.TryCall(req.volume_id);
-  if (!lock) return Aborted("an operation on volume " + req.volume_id + " is in progress");
+  ASSIGN_OR_RETURN(auto lock, d_.volume_locks.Call(req.volume_id));
   StageRequest effective = req;
   effective.fs_type = fs_type;
   return StageLocked(effective, t);
@@ -260,8 +259,7 @@ Status NodeCore::DetachIfLastUser(const StageRecord& rec) {
 Status NodeCore::Unstage(const std::string& volume_id, const std::string& staging_path) {
   RETURN_IF_ERROR(RequireVolumeId(volume_id));
   RETURN_IF_ERROR(ValidateCleanPath("staging_target_path", staging_path));
-  auto lock = d_.volume_locks.TryCall(volume_id);
-  if (!lock) return Aborted("an operation on volume " + volume_id + " is in progress");
+  ASSIGN_OR_RETURN(auto lock, d_.volume_locks.Call(volume_id));
   auto rec = d_.records.Get(volume_id);
   if (!rec.ok() && rec.status().code() != Code::kNotFound) return rec.status();
   RETURN_IF_ERROR(UnmountPath(d_.mounter, d_.fs, staging_path, AfterUnmount::kKeep));
@@ -291,8 +289,7 @@ Status NodeCore::Publish(const PublishRequest& req) {
   RETURN_IF_ERROR(ValidateCleanPath("staging_target_path", req.staging_path));
   RETURN_IF_ERROR(ValidateCleanPath("target_path", req.target_path));
   RETURN_IF_ERROR(ValidateMountOptions(req.mount_flags));
-  auto lock = d_.volume_locks.TryCall(req.volume_id);
-  if (!lock) return Aborted("an operation on volume " + req.volume_id + " is in progress");
+  ASSIGN_OR_RETURN(auto lock, d_.volume_locks.Call(req.volume_id));
   auto rec = d_.records.Get(req.volume_id);
   if (!rec.ok()) {
     if (rec.status().code() == Code::kNotFound) {
@@ -343,8 +340,7 @@ Status NodeCore::Publish(const PublishRequest& req) {
 Status NodeCore::Unpublish(const std::string& volume_id, const std::string& target_path) {
   RETURN_IF_ERROR(RequireVolumeId(volume_id));
   RETURN_IF_ERROR(ValidateCleanPath("target_path", target_path));
-  auto lock = d_.volume_locks.TryCall(volume_id);
-  if (!lock) return Aborted("an operation on volume " + volume_id + " is in progress");
+  ASSIGN_OR_RETURN(auto lock, d_.volume_locks.Call(volume_id));
   RETURN_IF_ERROR(UnmountPath(d_.mounter, d_.fs, target_path, AfterUnmount::kRemove));
   log::Info("volume unpublished", {{"volume", volume_id}, {"target", target_path}});
   return Status::Ok();
@@ -412,8 +408,7 @@ StatusOr<VolumeStats> NodeCore::Stats(const std::string& volume_id,
 StatusOr<int64_t> NodeCore::Expand(const std::string& volume_id, const std::string& volume_path,
                                    int64_t required_bytes) {
   RETURN_IF_ERROR(RequireVolumeId(volume_id));
-  auto lock = d_.volume_locks.TryCall(volume_id);
-  if (!lock) return Aborted("an operation on volume " + volume_id + " is in progress");
+  ASSIGN_OR_RETURN(auto lock, d_.volume_locks.Call(volume_id));
   ASSIGN_OR_RETURN(StageRecord rec, d_.records.Get(volume_id));  // NOT_FOUND first, as CSI says
   RETURN_IF_ERROR(ValidateCleanPath("volume_path", volume_path));
   if (rec.target.protocol == "nfs") return int64_t{0};  // the server's quota is the size

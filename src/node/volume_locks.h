@@ -9,6 +9,8 @@
 #include <optional>
 #include <string>
 
+#include "common/status.h"
+
 namespace pillar::node {
 
 class NamedLocks {
@@ -45,10 +47,10 @@ class VolumeLocks {
     NamedLocks::Guard call;
     NamedLocks::Guard work;
   };
-  // nullopt when another CSI call holds the volume.
-  std::optional<CallGuard> TryCall(const std::string& volume_id) {
+  // The volume held for a CSI call; ABORTED when another call holds it.
+  StatusOr<CallGuard> Call(const std::string& volume_id) {
     auto call = calls_.TryLock(volume_id);
-    if (!call) return std::nullopt;
+    if (!call) return Aborted("an operation on volume " + volume_id + " is in progress");
     return CallGuard{std::move(*call), work_.Lock(volume_id)};
   }
   // nullopt when a CSI call (or another pass) is working on the volume.
