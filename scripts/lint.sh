@@ -9,9 +9,10 @@ echo "lint: clang-format clean (${#files[@]} files)"
 build=${PILLAR_BUILD_DIR:-build}
 if [[ ! -f "$build/compile_commands.json" ]]; then ./scripts/build.sh; fi
 mapfile -t all < <(git ls-files --cached --others --exclude-standard 'src/*.cc')
-# A file whose inputs (tidy-keys.py: itself after the preprocessor with comments
-# and #defines, its flags, the checks, clang-tidy's version) passed before is not linted again: cold,
-# clang-tidy takes ~10 min here; the verdicts are kept outside the tree.
+# A file whose inputs (tidy-keys.py: itself after the preprocessor with
+# comments and #defines, its flags, the checks, clang-tidy's version) passed
+# before is not linted again: cold, clang-tidy takes 4-10 min here; the
+# verdicts are kept outside the tree.
 cache=${PILLAR_LINT_CACHE:-/var/cache/pillar-lint}
 mkdir -p "$cache"
 tidy=() keys=() seen=0
