@@ -6,11 +6,10 @@
 #include "common/log.h"
 #include "common/uuid.h"
 #include "common/validate.h"
+#include "common/version.h"
 
 namespace pillar::agent {
 namespace {
-
-constexpr const char* kVersion = "0.1.0";
 
 Status ValidateFence(const FenceToken& fence) {
   RETURN_IF_ERROR(validate::Uuid("fence.volumeUid", fence.volume_uid));
@@ -93,13 +92,6 @@ StatusOr<Exporter*> AgentCore::FindExporter(Protocol protocol) {
   return it->second.get();
 }
 
-std::shared_ptr<std::mutex> AgentCore::VolumeLock(const std::string& agent_volume_id) {
-  std::lock_guard<std::mutex> lock(locks_mu_);
-  auto& slot = volume_locks_[agent_volume_id];
-  if (!slot) slot = std::make_shared<std::mutex>();
-  return slot;
-}
-
 Status AgentCore::ValidateHosts(Protocol protocol, const std::vector<std::string>& hosts) {
   RETURN_IF_ERROR(caps::CheckCount("allowedHosts", "allowed_hosts", hosts.size()));
   for (size_t i = 0; i < hosts.size(); ++i) {
@@ -142,7 +134,7 @@ StatusOr<ExportReport> AgentCore::Describe(Protocol protocol, ActualExport actua
 
 AgentInfo AgentCore::Info() {
   CheckTargetState();
-  AgentInfo info{options_.node_name, kVersion, BootEpoch(), {}, {}};
+  AgentInfo info{options_.node_name, std::string(Version()), BootEpoch(), {}, {}};
   for (auto& [name, backend] : pools_) {
     auto cap = backend->Capacity();
     info.pools.push_back(
@@ -150,17 +142,6 @@ AgentInfo AgentCore::Info() {
   }
   for (auto& [protocol, exporter] : exporters_) info.protocols.push_back(protocol);
   return info;
-}
-
-Status AgentCore::AdoptLegacy(Backend& backend, const std::string& agent_volume_id,
-                              BackendVolume& vol, const std::optional<Mark>& fence,
-                              const std::string& volume_uid) {
-  if (!vol.owner_uid.empty() || !fence || fence->volume_uid != volume_uid) return Status::Ok();
-  RETURN_IF_ERROR(backend.SetOwner(vol.name, volume_uid));
-  vol.owner_uid = volume_uid;
-  log::Warn("marked a volume made before ownership marks, vouched for by its fencing mark",
-            {{"volume", agent_volume_id}, {"uid", volume_uid}});
-  return Status::Ok();
 }
 
 StatusOr<VolumeInfo> AgentCore::CreateVolume(const std::string& pool, const std::string& name,
@@ -178,8 +159,7 @@ StatusOr<VolumeInfo> AgentCore::CreateVolume(const std::string& pool, const std:
   }
   ASSIGN_OR_RETURN(Backend * backend, FindPool(pool));
   std::string id = pool + "/" + name;
-  auto lock = VolumeLock(id);
-  std::lock_guard<std::mutex> guard(*lock);
+  auto guard = volume_locks_.Lock(id);
 
   ASSIGN_OR_RETURN(auto mark, marks_.Get(id));
   auto existing = backend->Get(name);
@@ -199,7 +179,6 @@ StatusOr<VolumeInfo> AgentCore::CreateVolume(const std::string& pool, const std:
     mark.reset();
   }
   if (existing.ok()) {
-    RETURN_IF_ERROR(AdoptLegacy(*backend, id, *existing, mark, volume_uid));
     if (import_existing && existing->owner_uid.empty()) {
       RETURN_IF_ERROR(backend->SetOwner(name, volume_uid));
       log::Warn("imported existing storage on request (CreateVolume import=true)",
@@ -225,15 +204,12 @@ StatusOr<VolumeInfo> AgentCore::ExpandVolume(const std::string& agent_volume_id,
     return InvalidArgument("sizeBytes " + std::to_string(size_bytes) + " must be positive");
   }
   ASSIGN_OR_RETURN(Backend * backend, FindPool(split.pool));
-  auto lock = VolumeLock(agent_volume_id);
-  std::lock_guard<std::mutex> guard(*lock);
+  auto guard = volume_locks_.Lock(agent_volume_id);
   ASSIGN_OR_RETURN(auto mark, marks_.Get(agent_volume_id));
   if (mark && mark->volume_uid != volume_uid) {
     return FailedPrecondition("volume " + agent_volume_id + " belongs to lifecycle " +
                               mark->volume_uid + "; refusing to expand it for " + volume_uid);
   }
-  ASSIGN_OR_RETURN(BackendVolume existing, backend->Get(split.name));
-  RETURN_IF_ERROR(AdoptLegacy(*backend, agent_volume_id, existing, mark, volume_uid));
   // Refuses (FAILED_PRECONDITION) storage that is not volume_uid's.
   ASSIGN_OR_RETURN(BackendVolume vol, backend->Expand(split.name, size_bytes, volume_uid));
   return VolumeInfo{agent_volume_id, split.pool, backend->kind(), std::move(vol), volume_uid};
@@ -243,8 +219,7 @@ Status AgentCore::DeleteVolume(const std::string& agent_volume_id, const std::st
   ASSIGN_OR_RETURN(Split split, SplitId(agent_volume_id));
   RETURN_IF_ERROR(validate::Uuid("volumeUid", volume_uid));
   ASSIGN_OR_RETURN(Backend * backend, FindPool(split.pool));
-  auto lock = VolumeLock(agent_volume_id);
-  std::lock_guard<std::mutex> guard(*lock);
+  auto guard = volume_locks_.Lock(agent_volume_id);
   ASSIGN_OR_RETURN(auto mark, marks_.Get(agent_volume_id));
   if (mark && mark->volume_uid != volume_uid) {
     return Aborted("volume " + agent_volume_id + " belongs to lifecycle " + mark->volume_uid +
@@ -254,7 +229,8 @@ Status AgentCore::DeleteVolume(const std::string& agent_volume_id, const std::st
   if (!existing.ok() && existing.status().code() != Code::kNotFound) return existing.status();
   if (existing.ok()) {
     // Checked before anything else, so a refusal leaves the exports alone too.
-    RETURN_IF_ERROR(AdoptLegacy(*backend, agent_volume_id, *existing, mark, volume_uid));
+    // A fencing mark never stands in for ownership: the controller's writes
+    // plant those, whatever the storage is.
     if (existing->owner_uid != volume_uid) {
       return FailedPrecondition(
           "volume " + agent_volume_id + " is " +
@@ -359,8 +335,7 @@ StatusOr<ExportReport> AgentCore::ApplyExport(const std::string& agent_volume_id
   ASSIGN_OR_RETURN(Backend * backend, FindPool(split.pool));
   ASSIGN_OR_RETURN(Exporter * exporter, FindExporter(protocol));
 
-  auto lock = VolumeLock(agent_volume_id);
-  std::lock_guard<std::mutex> guard(*lock);
+  auto guard = volume_locks_.Lock(agent_volume_id);
   // A stale writer learns nothing and changes nothing.
   RETURN_IF_ERROR(marks_.Check(agent_volume_id, fence.volume_uid, fence.publication_generation));
   auto vol = backend->Get(split.name);
@@ -369,11 +344,15 @@ StatusOr<ExportReport> AgentCore::ApplyExport(const std::string& agent_volume_id
                     options_.node_name + "; an export is never a reason to create storage");
   }
   if (!vol.ok()) return vol.status();
-  // Unmarked storage may be a volume of a pillar older than the marks, and
-  // an export deletes nothing: only another lifecycle's mark is refused.
-  if (!vol->owner_uid.empty() && vol->owner_uid != fence.volume_uid) {
-    return FailedPrecondition("volume " + agent_volume_id + " is marked as lifecycle " +
-                              vol->owner_uid + "'s; refusing to export it for " + fence.volume_uid);
+  // Only storage marked as this lifecycle's is ever exported: storage pillar
+  // did not make (no mark) is refused like another lifecycle's, before any
+  // fencing mark is planted.
+  if (vol->owner_uid != fence.volume_uid) {
+    return FailedPrecondition("volume " + agent_volume_id + " is " +
+                              (vol->owner_uid.empty()
+                                   ? std::string("not pillar's (no ownership mark)")
+                                   : "marked as lifecycle " + vol->owner_uid + "'s") +
+                              "; refusing to export it for " + fence.volume_uid);
   }
   if (vol->mode != ModeFor(protocol)) {
     return FailedPrecondition("volume " + agent_volume_id + " is a " + VolumeModeName(vol->mode) +
@@ -454,8 +433,23 @@ Status AgentCore::UnexportVolume(const std::string& agent_volume_id, Protocol pr
   RETURN_IF_ERROR(ValidateFence(fence));
   ASSIGN_OR_RETURN(Backend * backend, FindPool(split.pool));
   ASSIGN_OR_RETURN(Exporter * exporter, FindExporter(protocol));
-  auto lock = VolumeLock(agent_volume_id);
-  std::lock_guard<std::mutex> guard(*lock);
+  auto guard = volume_locks_.Lock(agent_volume_id);
+  // A mark exists for every volume this agent created or exported; without
+  // one there is nothing of this lifecycle to unexport, and none is planted
+  // (a mark for storage that does not exist, or is not pillar's, would later
+  // look like a claim on it).
+  ASSIGN_OR_RETURN(auto mark, marks_.Get(agent_volume_id));
+  if (!mark) {
+    ASSIGN_OR_RETURN(auto actual, exporter->StateToken().empty()
+                                      ? StatusOr<std::optional<ActualExport>>(std::nullopt)
+                                      : exporter->Get(agent_volume_id));
+    if (actual) {
+      return FailedPrecondition(
+          "volume " + agent_volume_id + " is exported over " + ProtocolName(protocol) +
+          " but carries no fencing mark; refusing to act for " + fence.volume_uid);
+    }
+    return Status::Ok();
+  }
   RETURN_IF_ERROR(marks_.Advance(agent_volume_id, fence.volume_uid, fence.publication_generation));
   std::vector<std::string> local;
   std::vector<std::string>* out = changes != nullptr ? changes : &local;

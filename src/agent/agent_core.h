@@ -16,6 +16,7 @@
 #include "agent/credentials/credential_store.h"
 #include "agent/exporters/exporter.h"
 #include "agent/fencing/fencing_marks.h"
+#include "common/named_locks.h"
 #include "common/status.h"
 
 namespace pillar::agent {
@@ -134,15 +135,9 @@ class AgentCore {
   StatusOr<Split> SplitId(const std::string& agent_volume_id);
   StatusOr<Backend*> FindPool(const std::string& pool);
   StatusOr<Exporter*> FindExporter(Protocol protocol);
-  std::shared_ptr<std::mutex> VolumeLock(const std::string& agent_volume_id);
   Status EnsureTargetLoaded(Exporter& exporter);
   StatusOr<ExportReport> Describe(Protocol protocol, ActualExport actual);
   Status ValidateHosts(Protocol protocol, const std::vector<std::string>& hosts);
-  // Marks `vol` as volume_uid's when it carries no ownership mark and the
-  // fencing mark `fence` (read under the volume lock) is volume_uid's: a
-  // volume made by a pillar older than the marks. Anything else: no change.
-  Status AdoptLegacy(Backend& backend, const std::string& agent_volume_id, BackendVolume& vol,
-                     const std::optional<Mark>& fence, const std::string& volume_uid);
   // The credentials an auth=chap export is to use (see ApplyExport); checks
   // only, writes nothing.
   StatusOr<Credentials> ResolveCredentials(const std::string& agent_volume_id, Protocol protocol,
@@ -154,8 +149,7 @@ class AgentCore {
   std::map<std::string, std::unique_ptr<Backend>> pools_;
   std::map<Protocol, std::unique_ptr<Exporter>> exporters_;
 
-  std::mutex locks_mu_;
-  std::map<std::string, std::shared_ptr<std::mutex>> volume_locks_;
+  NamedLocks volume_locks_;  // one operation per agent volume id at a time
 
   std::mutex epoch_mu_;
   std::string instance_id_;

@@ -97,6 +97,11 @@ bool SetCondition(std::vector<Condition>& conditions, Condition c, const std::st
   return true;
 }
 
+bool IsProvisioned(const VolumeStatus& status) {
+  const Condition* c = FindCondition(status.conditions, kCondProvisioned);
+  return c == nullptr || c->status == "True";
+}
+
 const Condition* FindCondition(const std::vector<Condition>& conditions, const std::string& type) {
   for (const auto& c : conditions) {
     if (c.type == type) return &c;
@@ -285,7 +290,10 @@ StatusOr<NodeRecord> NodeFromJson(const Meta& meta, const json& spec) {
 }
 
 json AgentSpecToJson(const AgentRecord& a) {
-  return {{"address", a.address}, {"port", a.port}, {"tlsServerName", a.tls_server_name}};
+  json j = {{"address", a.address}, {"port", a.port}, {"tlsServerName", a.tls_server_name}};
+  if (!a.nqn_prefix.empty()) j["nqnPrefix"] = a.nqn_prefix;
+  if (!a.iqn_prefix.empty()) j["iqnPrefix"] = a.iqn_prefix;
+  return j;
 }
 
 json AgentStatusToJson(const AgentRecord& a) {
@@ -299,6 +307,8 @@ StatusOr<AgentRecord> AgentFromJson(const Meta& meta, const json& spec, const js
   ASSIGN_OR_RETURN(a.address, Str(spec, "address", "spec", true));
   ASSIGN_OR_RETURN(a.port, Int(spec, "port", "spec", true));
   ASSIGN_OR_RETURN(a.tls_server_name, Str(spec, "tlsServerName", "spec"));
+  ASSIGN_OR_RETURN(a.nqn_prefix, Str(spec, "nqnPrefix", "spec"));
+  ASSIGN_OR_RETURN(a.iqn_prefix, Str(spec, "iqnPrefix", "spec"));
   if (status.is_object()) {
     if (status.contains("conditions")) {
       ASSIGN_OR_RETURN(a.conditions, ConditionsFromJson(status["conditions"]));

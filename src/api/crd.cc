@@ -86,7 +86,11 @@ json VolumeSchema() {
 }
 
 json AgentSchema() {
-  json spec = Obj({{"address", NonEmptyStr()}, {"port", Port()}, {"tlsServerName", Str()}},
+  json spec = Obj({{"address", NonEmptyStr()},
+                   {"port", Port()},
+                   {"tlsServerName", Str()},
+                   {"nqnPrefix", Str()},
+                   {"iqnPrefix", Str()}},
                   {"address", "port"});
   json status = Obj({{"conditions", Conditions()}, {"bootEpoch", Str()}});
   return Obj({{"spec", spec}, {"status", status}}, {"spec"});

@@ -25,6 +25,14 @@ constexpr const char* kKindAgent = "PillarAgent";
 
 constexpr const char* kCondExportReconciled = "ExportReconciled";
 constexpr const char* kCondAgentConnected = "AgentConnected";
+// Whether the agent confirmed the volume's backend storage (created, or
+// imported on request). Until it is True nothing acts on the record: the
+// reconciler exports nothing and a publish is refused, so a create the agent
+// refused (a foreign object of the same name) can never lead to that object
+// being exported, fenced or deleted.
+constexpr const char* kCondProvisioned = "Provisioned";
+constexpr const char* kReasonCreating = "Creating";
+constexpr const char* kReasonCreated = "Created";
 
 // Reasons of ExportReconciled.
 constexpr const char* kReasonReconciled = "Reconciled";
@@ -110,6 +118,12 @@ struct VolumeStatus {
   int64_t capacity_bytes = 0;
 };
 
+// True when the agent confirmed the volume's storage (condition Provisioned
+// True). Records older than the condition carry none and count as
+// provisioned: before it, a record existed only for a create under way or
+// done (see docs/security.md for the one case that does not hold).
+bool IsProvisioned(const VolumeStatus& status);
+
 struct Meta {
   std::string name;
   std::string uid;
@@ -139,6 +153,11 @@ struct AgentRecord {
   std::string address;
   int64_t port = 0;
   std::string tls_server_name;  // expected name in the agent's certificate
+  // The agent's target name prefixes (pillar-agent --nqn-prefix/--iqn-prefix)
+  // when not the defaults: the controller derives each volume's target name
+  // from them and refuses an agent that reports another.
+  std::string nqn_prefix;
+  std::string iqn_prefix;
   std::vector<Condition> conditions;
   std::string boot_epoch;  // last seen
 };

@@ -1,6 +1,7 @@
 #include "common/grpc_tls.h"
 
 #include <grpcpp/security/tls_certificate_provider.h>
+#include <grpcpp/security/tls_certificate_verifier.h>
 #include <grpcpp/security/tls_credentials_options.h>
 #include <openssl/conf.h>
 #include <openssl/ssl.h>
@@ -9,6 +10,7 @@
 #include <sstream>
 
 #include "common/grpc_peer.h"
+#include "common/log.h"
 
 namespace pillar {
 namespace {
@@ -36,6 +38,40 @@ StatusOr<std::shared_ptr<grpc::experimental::CertificateProviderInterface>> Watc
       std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
           files.key, files.cert, files.ca, std::max(1U, files.reload_seconds)));
 }
+
+// The server's pillar identity must be `want_`; then gRPC's own host name
+// check, as without a custom verifier. Runs after the chain was verified
+// against the CA and before the channel carries a request.
+class IdentityVerifier : public grpc::experimental::ExternalCertificateVerifier {
+ public:
+  explicit IdentityVerifier(ExpectedPeer want)
+      : want_(std::move(want)),
+        hostname_(std::make_shared<grpc::experimental::HostNameCertificateVerifier>()) {}
+
+  bool Verify(grpc::experimental::TlsCustomVerificationCheckRequest* request,
+              std::function<void(grpc::Status)> callback, grpc::Status* sync_status) override {
+    std::vector<std::string> uris;
+    for (const auto& uri : request->uri_names()) uris.emplace_back(uri.data(), uri.size());
+    Status s = CheckExpectedPeer(want_, IdentityFromUris(uris));
+    if (!s.ok()) {
+      log::Warn(
+          "TLS peer refused",
+          {{"target", std::string(request->target_name().data(), request->target_name().size())},
+           {"error", s.message()}});
+      *sync_status = grpc::Status(grpc::StatusCode::UNAUTHENTICATED, s.message());
+      return true;
+    }
+    return hostname_->Verify(request, std::move(callback), sync_status);
+  }
+
+  void Cancel(grpc::experimental::TlsCustomVerificationCheckRequest* request) override {
+    hostname_->Cancel(request);
+  }
+
+ private:
+  ExpectedPeer want_;
+  std::shared_ptr<grpc::experimental::CertificateVerifier> hostname_;
+};
 
 // "Protocol" sets SSL_OP_NO_* options, which gRPC's later
 // SSL_CTX_set_min_proto_version(TLS1_2) leaves in place; MinProtocol alone
@@ -87,12 +123,17 @@ StatusOr<std::shared_ptr<grpc::ServerCredentials>> MutualTlsServerCredentials(
 }
 
 StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MutualTlsChannelCredentials(
-    const TlsFiles& files) {
+    const TlsFiles& files, std::optional<ExpectedPeer> expected) {
   ASSIGN_OR_RETURN(auto provider, WatchFiles(files));
   grpc::experimental::TlsChannelCredentialsOptions opts;
   opts.set_certificate_provider(provider);
   opts.watch_root_certs();
   opts.watch_identity_key_cert_pairs();
+  if (expected) {
+    opts.set_certificate_verifier(
+        grpc::experimental::ExternalCertificateVerifier::Create<IdentityVerifier>(
+            std::move(*expected)));
+  }
   auto creds = grpc::experimental::TlsCredentials(opts);
   if (creds == nullptr) return Internal("gRPC refused the TLS channel options");
   return creds;

@@ -37,8 +37,11 @@ Status RequireTls13();
 StatusOr<std::shared_ptr<grpc::ServerCredentials>> MutualTlsServerCredentials(
     const TlsFiles& files, std::optional<RpcPolicy> policy = std::nullopt);
 // Client side: presents a certificate and verifies the server against `ca`
-// and the target's host name (or GRPC_SSL_TARGET_NAME_OVERRIDE_ARG).
+// and the target's host name (or GRPC_SSL_TARGET_NAME_OVERRIDE_ARG); with
+// `expected`, the handshake also fails unless the server's certificate carries
+// that pillar identity (checked before any request is sent, so nothing, a
+// CHAP key least of all, reaches an impostor).
 StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MutualTlsChannelCredentials(
-    const TlsFiles& files);
+    const TlsFiles& files, std::optional<ExpectedPeer> expected = std::nullopt);
 
 }  // namespace pillar

@@ -74,6 +74,20 @@ StatusOr<PeerIdentity> IdentityFromUris(const std::vector<std::string>& uris) {
   return found.front();
 }
 
+std::string ExpectedPeer::Describe() const {
+  return std::string(kIdentityScheme) + std::string(RoleName(role)) + "/" + name.value_or("*");
+}
+
+Status CheckExpectedPeer(const ExpectedPeer& want, const StatusOr<PeerIdentity>& peer) {
+  if (!peer.ok()) {
+    return Unauthenticated("peer was expected to be " + want.Describe() + " but its " +
+                           peer.status().message());
+  }
+  if (peer->role == want.role && (!want.name || peer->name == *want.name)) return Status::Ok();
+  return PermissionDenied("peer presents " + peer->Uri() + " where " + want.Describe() +
+                          " was expected");
+}
+
 Status CheckActsForNode(const PeerIdentity& peer, std::string_view node_id) {
   if (peer.role == Role::kNode && peer.name == node_id) return Status::Ok();
   return PermissionDenied(peer.Uri() + " may not act for node \"" + std::string(node_id) + "\"");

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -45,6 +46,21 @@ StatusOr<PeerIdentity> IdentityFromUris(const std::vector<std::string>& uris);
 // A node acts only for itself: OK when `peer` is the node `node_id`,
 // PERMISSION_DENIED naming both otherwise.
 Status CheckActsForNode(const PeerIdentity& peer, std::string_view node_id);
+
+// Who the server at the other end of a channel must be: its certificate's
+// pillar identity has `role` and, when `name` is set, exactly that name. The
+// controller expects agent/<PillarAgent name> of each agent it dials, a node
+// plugin expects a controller behind the registry.
+struct ExpectedPeer {
+  Role role = Role::kAgent;
+  std::optional<std::string> name;
+
+  std::string Describe() const;
+};
+
+// OK when `peer` is what `want` asks for; PERMISSION_DENIED naming both
+// otherwise, UNAUTHENTICATED when the peer has no identity.
+Status CheckExpectedPeer(const ExpectedPeer& want, const StatusOr<PeerIdentity>& peer);
 
 // Which roles may call each RPC of one service, by full method name
 // ("/pillar.agent.v1.Agent/GetInfo"). A method without an entry is denied, so

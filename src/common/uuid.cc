@@ -1,18 +1,25 @@
 #include "common/uuid.h"
 
+#include <sys/random.h>
+
 #include <array>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
-#include <random>
+#include <cstdlib>
 
 namespace pillar {
 
 std::string NewUuid() {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
+  // The kernel's randomness: uids are lifecycle and fencing identities, and
+  // must not be predictable from earlier ones.
   std::array<uint8_t, 16> b{};
-  for (size_t i = 0; i < b.size(); i += 8) {
-    uint64_t v = rng();
-    for (size_t j = 0; j < 8; ++j) b[i + j] = static_cast<uint8_t>(v >> (8 * j));
+  size_t got = 0;
+  while (got < b.size()) {
+    ssize_t n = getrandom(b.data() + got, b.size() - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) std::abort();  // getrandom cannot fail on Linux >= 3.17 with valid args
+    got += static_cast<size_t>(n);
   }
   b[6] = static_cast<uint8_t>((b[6] & 0x0f) | 0x40);  // version 4
   b[8] = static_cast<uint8_t>((b[8] & 0x3f) | 0x80);  // RFC 4122 variant

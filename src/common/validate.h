@@ -46,4 +46,12 @@ Status Uuid(std::string_view field, std::string_view value);
 // at most 253 characters.
 Status ObjectName(std::string_view field, std::string_view value);
 
+// An absolute path with no empty, "." or ".." component and no trailing '/',
+// at most 4095 bytes, no NUL or newline.
+Status CleanPath(std::string_view field, std::string_view path);
+
+// An exported NFS path: a clean path of [A-Za-z0-9_.+/-] only, so it cannot
+// carry a second mount source or an option.
+Status ExportPath(std::string_view field, std::string_view value);
+
 }  // namespace pillar::validate

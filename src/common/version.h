@@ -7,6 +7,10 @@
 
 namespace pillar {
 
+// The CSI driver name: the CSIDriver object, the StorageClasses' provisioner,
+// the API group of pillar's kinds.
+inline constexpr std::string_view kDriverName = "pillar-csi.bhyoo.com";
+
 // "0.1.0", or "0.1.0+g36291f8" when git named the commit at configure time
 // (".dirty" appended when tracked files differed from it).
 std::string_view Version();

@@ -78,7 +78,10 @@ StatusOr<std::shared_ptr<AgentClient>> GrpcAgentDirectory::Client(const std::str
   if (config_.insecure) {
     creds = grpc::InsecureChannelCredentials();
   } else {
-    ASSIGN_OR_RETURN(creds, MutualTlsChannelCredentials(config_.files));
+    // Bound to this agent: another agent's, a node's or an operator's
+    // certificate is refused in the handshake, whatever host it names.
+    ASSIGN_OR_RETURN(
+        creds, MutualTlsChannelCredentials(config_.files, ExpectedPeer{Role::kAgent, agent_ref}));
     if (!endpoint.tls_server_name.empty()) {
       args.SetSslTargetNameOverride(endpoint.tls_server_name);
     }

@@ -2,12 +2,17 @@
 
 #include <openssl/sha.h>
 
+#include <limits>
+
 #include "common/credentials.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
 #include "common/protocol_proto.h"
 #include "common/request_caps.h"
 #include "common/validate.h"
+#include "common/version.h"
+#include "common/volume_context.h"
+#include "store/retry.h"
 
 namespace pillar::controller {
 
@@ -28,24 +33,32 @@ bool IsSingleNode(VolumeCapability::AccessMode::Mode m) {
          m == VolumeCapability::AccessMode::SINGLE_NODE_MULTI_WRITER;
 }
 
-void FillContext(const api::VolumeState& v, google::protobuf::Map<std::string, std::string>* ctx) {
-  (*ctx)["protocol"] = ProtocolName(v.spec.protocol);
-  (*ctx)["agentVolumeID"] = v.spec.agent_volume_id;
-  if (!v.spec.fs_type.empty()) (*ctx)["fsType"] = v.spec.fs_type;
+// The volume context contract (common/volume_context.h) of a volume, from
+// its record; the endpoint is the one the reconciler derived (exportInfo).
+VolumeContext ContextOf(const api::VolumeState& v) {
+  VolumeContext c;
+  c.protocol = v.spec.protocol;
+  c.agent_volume_id = v.spec.agent_volume_id;
+  c.fs_type = v.spec.fs_type;
   // The node plugin then requires its NodeStage secrets.
-  if (v.status.export_spec && v.status.export_spec->auth == kAuthChap) (*ctx)["auth"] = kAuthChap;
+  if (v.status.export_spec && v.status.export_spec->auth == kAuthChap) c.auth = kAuthChap;
   if (v.status.export_info) {
-    (*ctx)["targetID"] = v.status.export_info->target_id;
-    (*ctx)["address"] = v.status.export_info->address;
-    (*ctx)["port"] = std::to_string(v.status.export_info->port);
+    c.target_id = v.status.export_info->target_id;
+    c.address = v.status.export_info->address;
+    c.port = static_cast<int>(v.status.export_info->port);
   }
+  return c;
+}
+
+void FillContext(const VolumeContext& c, google::protobuf::Map<std::string, std::string>* ctx) {
+  for (auto& [k, v] : FormatVolumeContext(c)) (*ctx)[k] = v;
 }
 
 void FillVolume(const api::VolumeState& v, csi::v1::Volume* out) {
   out->set_volume_id(v.meta.name);
   out->set_capacity_bytes(v.status.capacity_bytes > 0 ? v.status.capacity_bytes
                                                       : v.spec.capacity_bytes);
-  FillContext(v, out->mutable_volume_context());
+  FillContext(ContextOf(v), out->mutable_volume_context());
 }
 
 StatusOr<int64_t> PickSize(const csi::v1::CapacityRange& range) {
@@ -59,12 +72,43 @@ StatusOr<int64_t> PickSize(const csi::v1::CapacityRange& range) {
   }
   int64_t size = required > 0 ? required : kDefaultSize;
   if (limit > 0 && size > limit) size = limit;
+  // The rounding below must not overflow; no pool holds such a volume anyway.
+  if (size > std::numeric_limits<int64_t>::max() - kSizeQuantum) {
+    return OutOfRange("capacity_range: " + std::to_string(size) +
+                      " bytes is more than any pool can provide");
+  }
   int64_t rounded = (size + kSizeQuantum - 1) / kSizeQuantum * kSizeQuantum;
   if (limit > 0 && rounded > limit) rounded = size;  // exactness beats alignment
   return rounded;
 }
 
 grpc::Status Reply(const Status& s) { return ToGrpc(s); }
+
+// The agent looked at the request and said no: it refuses before it creates,
+// marks or fences anything (a retry cannot succeed without a change).
+// UNAVAILABLE, DEADLINE_EXCEEDED, INTERNAL and the like may have left
+// storage of the request's lifecycle behind, so they are not refusals.
+bool AgentRefusedCreate(const Status& s) {
+  switch (s.code()) {
+    case Code::kInvalidArgument:
+    case Code::kAlreadyExists:
+    case Code::kNotFound:
+    case Code::kFailedPrecondition:
+    case Code::kOutOfRange:
+    case Code::kPermissionDenied:
+    case Code::kUnimplemented:
+    case Code::kResourceExhausted:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The status of a record as stored (empty when it has none or it is bad).
+api::VolumeStatus LoadStatusOrEmpty(const store::Object& obj) {
+  auto s = api::VolumeStatusFromJson(obj.status);
+  return s.ok() ? *s : api::VolumeStatus{};
+}
 
 // The one mapping of an absent record: NOT_FOUND with `absent` as the
 // message. A name the store cannot even hold names no object: NOT_FOUND too.
@@ -80,6 +124,18 @@ StatusOr<store::Object> GetRecord(store::Store& st, const char* kind, const std:
 
 StatusOr<store::Object> GetVolume(store::Store& st, const std::string& volume_id) {
   return GetRecord(st, api::kKindVolume, volume_id, "volume " + volume_id + " does not exist");
+}
+
+// A volume the CO may use: its record, once the agent confirmed its storage.
+// A create still under way (or failed and waiting for its retry) is no
+// volume yet: NOT_FOUND, so nothing is published or expanded on it.
+StatusOr<api::VolumeState> GetProvisionedVolume(store::Store& st, const std::string& volume_id) {
+  ASSIGN_OR_RETURN(store::Object obj, GetVolume(st, volume_id));
+  ASSIGN_OR_RETURN(api::VolumeState v, api::LoadVolume(obj));
+  if (!api::IsProvisioned(v.status)) {
+    return NotFound("volume " + volume_id + " is not provisioned: its create has not completed");
+  }
+  return v;
 }
 
 // parameters.nfsRootMode: 3 or 4 octal digits, as chmod takes them ("770",
@@ -253,8 +309,8 @@ Status ValidateCapability(const VolumeCapability& cap, Protocol protocol,
 
 grpc::Status CsiIdentity::GetPluginInfo(grpc::ServerContext*, const csi::v1::GetPluginInfoRequest*,
                                         csi::v1::GetPluginInfoResponse* resp) {
-  resp->set_name(kDriverName);
-  resp->set_vendor_version(kDriverVersion);
+  resp->set_name(std::string(kDriverName));
+  resp->set_vendor_version(std::string(Version()));
   return grpc::Status::OK;
 }
 
@@ -279,13 +335,6 @@ Status CsiController::RequireLeader() {
   return Status::Ok();
 }
 
-std::shared_ptr<std::mutex> CsiController::VolumeLock(const std::string& volume_id) {
-  std::lock_guard<std::mutex> lock(locks_mu_);
-  auto& slot = locks_[volume_id];
-  if (!slot) slot = std::make_shared<std::mutex>();
-  return slot;
-}
-
 StatusOr<std::shared_ptr<AgentClient>> CsiController::ClientFor(const std::string& agent_ref,
                                                                 api::AgentRecord* record) {
   auto obj = GetRecord(store_, api::kKindAgent, agent_ref,
@@ -302,7 +351,7 @@ StatusOr<std::shared_ptr<AgentClient>> CsiController::ClientFor(const std::strin
 
 StatusOr<store::Object> CsiController::MutateStatus(
     const std::string& volume_id, const std::function<Status(api::VolumeStatus&)>& mutate) {
-  for (int attempt = 0; attempt < 10; ++attempt) {
+  return store::RetryOnConflict("volume " + volume_id, [&](int) -> StatusOr<store::Object> {
     ASSIGN_OR_RETURN(store::Object obj, store_.Get(api::kKindVolume, volume_id));
     ASSIGN_OR_RETURN(api::VolumeStatus status, api::VolumeStatusFromJson(obj.status));
     RETURN_IF_ERROR(mutate(status));
@@ -313,10 +362,8 @@ StatusOr<store::Object> CsiController::MutateStatus(
     if (!status.export_spec) next.erase("exportSpec");
     if (!status.export_info) next.erase("exportInfo");
     obj.status = next;
-    auto written = store_.UpdateStatus(obj);
-    if (written.ok() || written.status().code() != Code::kAborted) return written;
-  }
-  return Aborted("volume " + volume_id + " is being changed concurrently; retry");
+    return store_.UpdateStatus(obj);
+  });
 }
 
 grpc::Status CsiController::CreateVolume(grpc::ServerContext*,
@@ -404,8 +451,7 @@ Status CsiController::DoCreate(const csi::v1::CreateVolumeRequest& req, csi::v1:
   const int64_t size = plan.size_bytes;
   const std::string& volume_id = plan.volume_id;
 
-  auto lock = VolumeLock(volume_id);
-  std::lock_guard<std::mutex> guard(*lock);
+  auto guard = locks_.Lock(volume_id);
   api::AgentRecord agent_rec;
   ASSIGN_OR_RETURN(auto client, ClientFor(params.agent_ref, &agent_rec));
 
@@ -435,6 +481,11 @@ Status CsiController::DoCreate(const csi::v1::CreateVolumeRequest& req, csi::v1:
   }
   RETURN_IF_ERROR(validate::IpAddress("bindAddress (PillarAgent address)",
                                       first_status.export_spec->bind_address));
+  const std::string now = FormatRfc3339(clock_.Now());
+  api::SetCondition(first_status.conditions,
+                    {api::kCondProvisioned, "False", api::kReasonCreating,
+                     "the agent has not confirmed the backend volume yet", "", 0},
+                    now);
 
   auto existing = store_.Get(api::kKindVolume, volume_id);
   store::Object obj;
@@ -501,10 +552,29 @@ Status CsiController::DoCreate(const csi::v1::CreateVolumeRequest& req, csi::v1:
     creq.mutable_root()->set_uid(params.nfs_root_uid);
     creq.mutable_root()->set_gid(params.nfs_root_gid);
   }
-  ASSIGN_OR_RETURN(auto created, client->CreateVolume(creq));
-  int64_t actual_size = created.volume().size_bytes();
+  auto created = client->CreateVolume(creq);
+  if (!created.ok()) {
+    // The agent refused: nothing of this lifecycle exists on it (it marks
+    // and fences only what it made), so the record goes too and nothing can
+    // ever act on it. A failure that may have left storage behind (the agent
+    // unreachable, a timeout) keeps the record for the CO's retry, which
+    // reuses its uid; until then it is Provisioned=False and left alone.
+    if (AgentRefusedCreate(created.status()) && !api::IsProvisioned(LoadStatusOrEmpty(obj))) {
+      Status dropped = store_.Delete(api::kKindVolume, volume_id, {obj.uid, std::nullopt});
+      if (!dropped.ok() && dropped.code() != Code::kNotFound) {
+        log::Warn("a refused create's record could not be removed; the resync will",
+                  {{"volume", volume_id}, {"error", dropped.ToString()}});
+      }
+    }
+    return created.status();
+  }
+  int64_t actual_size = created->volume().size_bytes();
   ASSIGN_OR_RETURN(obj, MutateStatus(volume_id, [&](api::VolumeStatus& s) {
                      s.capacity_bytes = actual_size;
+                     api::SetCondition(s.conditions,
+                                       {api::kCondProvisioned, "True", api::kReasonCreated,
+                                        "the agent created or imported the backend volume", "", 0},
+                                       FormatRfc3339(clock_.Now()));
                      return Status::Ok();
                    }));
   if (params.auth == kAuthChap) reconciler_.OfferCredentials(volume_id, plan.credentials);
@@ -533,8 +603,7 @@ grpc::Status CsiController::DeleteVolume(grpc::ServerContext*,
 Status CsiController::DoDelete(const std::string& volume_id) {
   RETURN_IF_ERROR(RequireLeader());
   if (volume_id.empty()) return InvalidArgument("volume_id is required");
-  auto lock = VolumeLock(volume_id);
-  std::lock_guard<std::mutex> guard(*lock);
+  auto guard = locks_.Lock(volume_id);
   auto obj = GetVolume(store_, volume_id);
   if (obj.status().code() == Code::kNotFound) return Status::Ok();  // never existed or gone
   RETURN_IF_ERROR(obj.status());
@@ -565,7 +634,14 @@ Status CsiController::DoDelete(const std::string& volume_id) {
   dreq.set_agent_volume_id(v.spec.agent_volume_id);
   dreq.set_volume_uid(cur.meta.uid);
   Status deleted = client->DeleteVolume(dreq);
-  if (!deleted.ok() && deleted.code() != Code::kNotFound) {
+  // A create that never completed may have nothing of its lifecycle on the
+  // agent, and the name may be held by storage that is not pillar's (the
+  // agent refuses to touch it): the record goes, the storage stays.
+  bool nothing_of_ours =
+      deleted.code() == Code::kNotFound ||
+      (!api::IsProvisioned(v.status) &&
+       (deleted.code() == Code::kFailedPrecondition || deleted.code() == Code::kAborted));
+  if (!deleted.ok() && !nothing_of_ours) {
     return deleted.Annotate("delete backend volume of " + volume_id);
   }
   Status s = store_.Delete(api::kKindVolume, volume_id, {cur.meta.uid, std::nullopt});
@@ -587,10 +663,8 @@ Status CsiController::DoPublish(const csi::v1::ControllerPublishVolumeRequest& r
   if (req.volume_id().empty()) return InvalidArgument("volume_id is required");
   if (req.node_id().empty()) return InvalidArgument("node_id is required");
   if (!req.has_volume_capability()) return InvalidArgument("volume_capability is required");
-  auto lock = VolumeLock(req.volume_id());
-  std::lock_guard<std::mutex> guard(*lock);
-  ASSIGN_OR_RETURN(store::Object obj, GetVolume(store_, req.volume_id()));
-  ASSIGN_OR_RETURN(api::VolumeState v, api::LoadVolume(obj));
+  auto guard = locks_.Lock(req.volume_id());
+  ASSIGN_OR_RETURN(api::VolumeState v, GetProvisionedVolume(store_, req.volume_id()));
   if (v.status.deleting)
     return FailedPrecondition("volume " + req.volume_id() + " is being deleted");
   RETURN_IF_ERROR(
@@ -647,8 +721,9 @@ Status CsiController::DoPublish(const csi::v1::ControllerPublishVolumeRequest& r
   }
   ASSIGN_OR_RETURN(store::Object now, store_.Get(api::kKindVolume, req.volume_id()));
   ASSIGN_OR_RETURN(api::VolumeState cur, api::LoadVolume(now));
-  FillContext(cur, resp->mutable_publish_context());
-  if (req.readonly()) (*resp->mutable_publish_context())["readonly"] = "true";
+  VolumeContext published = ContextOf(cur);
+  published.read_only = req.readonly();
+  FillContext(published, resp->mutable_publish_context());
   log::Info("volume published", {{"volume", req.volume_id()},
                                  {"node", req.node_id()},
                                  {"generation", cur.status.publication_generation}});
@@ -683,8 +758,7 @@ grpc::Status CsiController::ControllerUnpublishVolume(
 Status CsiController::DoUnpublish(const std::string& volume_id, const std::string& node_id) {
   RETURN_IF_ERROR(RequireLeader());
   if (volume_id.empty()) return InvalidArgument("volume_id is required");
-  auto lock = VolumeLock(volume_id);
-  std::lock_guard<std::mutex> guard(*lock);
+  auto guard = locks_.Lock(volume_id);
   auto obj = GetVolume(store_, volume_id);
   // Nothing is published from a volume that does not exist.
   if (obj.status().code() == Code::kNotFound) return Status::Ok();
@@ -744,9 +818,7 @@ grpc::Status CsiController::ValidateVolumeCapabilities(
   if (req->volume_capabilities().empty()) {
     return Reply(InvalidArgument("volume_capabilities is required"));
   }
-  auto obj = GetVolume(store_, req->volume_id());
-  if (!obj.ok()) return Reply(obj.status());
-  auto v = api::LoadVolume(*obj);
+  auto v = GetProvisionedVolume(store_, req->volume_id());
   if (!v.ok()) return Reply(v.status());
   for (int i = 0; i < req->volume_capabilities_size(); ++i) {
     const auto& cap = req->volume_capabilities(i);
@@ -799,7 +871,7 @@ grpc::Status CsiController::ListVolumes(grpc::ServerContext*,
   size_t i = start;
   for (; i < items.size() && resp->entries_size() < static_cast<int>(limit); ++i) {
     auto v = api::LoadVolume(items[i]);
-    if (!v.ok()) continue;
+    if (!v.ok() || !api::IsProvisioned(v->status)) continue;
     auto* e = resp->add_entries();
     FillVolume(*v, e->mutable_volume());
     for (const auto& n : v->status.published_nodes) {
@@ -820,9 +892,7 @@ grpc::Status CsiController::ControllerGetVolume(grpc::ServerContext*,
                                                 csi::v1::ControllerGetVolumeResponse* resp) {
   if (Status caps = CheckRequestCaps(*req); !caps.ok()) return ToGrpc(caps);
   if (req->volume_id().empty()) return Reply(InvalidArgument("volume_id is required"));
-  auto obj = GetVolume(store_, req->volume_id());
-  if (!obj.ok()) return Reply(obj.status());
-  auto v = api::LoadVolume(*obj);
+  auto v = GetProvisionedVolume(store_, req->volume_id());
   if (!v.ok()) return Reply(v.status());
   FillVolume(*v, resp->mutable_volume());
   for (const auto& n : v->status.published_nodes) {
@@ -904,10 +974,8 @@ Status CsiController::DoExpand(const csi::v1::ControllerExpandVolumeRequest& req
   if (req.volume_id().empty()) return InvalidArgument("volume_id is required");
   if (!req.has_capacity_range()) return InvalidArgument("capacity_range is required");
   ASSIGN_OR_RETURN(int64_t size, PickSize(req.capacity_range()));
-  auto lock = VolumeLock(req.volume_id());
-  std::lock_guard<std::mutex> guard(*lock);
-  ASSIGN_OR_RETURN(store::Object obj, GetVolume(store_, req.volume_id()));
-  ASSIGN_OR_RETURN(api::VolumeState v, api::LoadVolume(obj));
+  auto guard = locks_.Lock(req.volume_id());
+  ASSIGN_OR_RETURN(api::VolumeState v, GetProvisionedVolume(store_, req.volume_id()));
   ASSIGN_OR_RETURN(auto client, ClientFor(v.spec.agent_ref));
   int64_t have = std::max(v.status.capacity_bytes, v.spec.capacity_bytes);
   int64_t actual = have;
@@ -915,7 +983,7 @@ Status CsiController::DoExpand(const csi::v1::ControllerExpandVolumeRequest& req
     av1::ExpandVolumeRequest ereq;
     ereq.set_agent_volume_id(v.spec.agent_volume_id);
     ereq.set_size_bytes(size);
-    ereq.set_volume_uid(obj.uid);
+    ereq.set_volume_uid(v.meta.uid);
     ASSIGN_OR_RETURN(auto expanded, client->ExpandVolume(ereq));
     actual = expanded.volume().size_bytes();
     RETURN_IF_ERROR(MutateStatus(req.volume_id(), [&](api::VolumeStatus& s) {

@@ -9,6 +9,7 @@
 
 #include "common/clock.h"
 #include "common/credentials.h"
+#include "common/named_locks.h"
 #include "controller/agent_client.h"
 #include "controller/leader.h"
 #include "controller/reconciler.h"
@@ -16,9 +17,6 @@
 #include "store/store.h"
 
 namespace pillar::controller {
-
-constexpr const char* kDriverName = "pillar-csi.bhyoo.com";
-constexpr const char* kDriverVersion = "0.1.0";
 
 class CsiIdentity final : public csi::v1::Identity::Service {
  public:
@@ -38,8 +36,8 @@ class CsiIdentity final : public csi::v1::Identity::Service {
 class CsiController final : public csi::v1::Controller::Service {
  public:
   CsiController(store::Store& store, AgentDirectory& agents, ExportReconciler& reconciler,
-                LeaderGate& leader)
-      : store_(store), agents_(agents), reconciler_(reconciler), leader_(leader) {}
+                LeaderGate& leader, Clock& clock)
+      : store_(store), agents_(agents), reconciler_(reconciler), leader_(leader), clock_(clock) {}
 
   grpc::Status CreateVolume(grpc::ServerContext*, const csi::v1::CreateVolumeRequest* req,
                             csi::v1::CreateVolumeResponse* resp) override;
@@ -83,15 +81,14 @@ class CsiController final : public csi::v1::Controller::Service {
                                        const std::function<Status(api::VolumeStatus&)>& mutate);
   StatusOr<std::shared_ptr<AgentClient>> ClientFor(const std::string& agent_ref,
                                                    api::AgentRecord* record = nullptr);
-  std::shared_ptr<std::mutex> VolumeLock(const std::string& volume_id);
   Status RequireLeader();
 
   store::Store& store_;
   AgentDirectory& agents_;
   ExportReconciler& reconciler_;
   LeaderGate& leader_;
-  std::mutex locks_mu_;
-  std::map<std::string, std::shared_ptr<std::mutex>> locks_;
+  Clock& clock_;
+  NamedLocks locks_;  // one CSI operation per volume at a time
 };
 
 // World-writable, as NFS provisioners commonly make a volume: under

@@ -7,6 +7,8 @@
 #include <set>
 
 #include "common/protocol_proto.h"
+#include "common/target_name.h"
+#include "common/validate.h"
 
 namespace pillar::controller {
 
@@ -177,6 +179,35 @@ av1::ApplyExportRequest MakeApplyRequest(const api::VolumeState& volume, const D
   req.mutable_fence()->set_publication_generation(volume.status.publication_generation);
   for (const auto& h : want.hosts) req.add_allowed_hosts(h);
   return req;
+}
+
+StatusOr<std::string> TargetIdFor(const api::VolumeState& volume, const api::AgentRecord& agent,
+                                  const std::string& reported) {
+  std::string expected;
+  switch (volume.spec.protocol) {
+    case Protocol::kNvmeofTcp:
+      expected = TargetName(agent.nqn_prefix.empty() ? kDefaultNqnPrefix : agent.nqn_prefix,
+                            volume.spec.agent_volume_id);
+      break;
+    case Protocol::kIscsi:
+      expected = TargetName(agent.iqn_prefix.empty() ? kDefaultIqnPrefix : agent.iqn_prefix,
+                            volume.spec.agent_volume_id);
+      break;
+    case Protocol::kNfs: {
+      Status path =
+          validate::ExportPath("the export path agent " + agent.meta.name + " reports", reported);
+      if (!path.ok()) return FailedPrecondition(path.message() + "; not taken");
+      return reported;
+    }
+  }
+  if (reported != expected) {
+    return FailedPrecondition("agent " + agent.meta.name + " reports target " + reported +
+                              " for volume " + volume.meta.name + ", which pillar names " +
+                              expected + "; its claim is not taken (set spec.nqnPrefix / " +
+                              "spec.iqnPrefix of PillarAgent " + agent.meta.name +
+                              " if the agent runs with another prefix)");
+  }
+  return expected;
 }
 
 }  // namespace pillar::controller

@@ -36,6 +36,16 @@ std::vector<std::string> Diff(const DesiredExport& want, const pillar::agent::v1
 // export is re-applied even when it looks right, so the mark catches up.
 bool FenceBehind(const api::VolumeState& volume, const pillar::agent::v1::Export* actual);
 
+// The target a volume's consumers are told to use, derived by the controller
+// from the recorded intent, never taken from the agent: for NVMe-oF and iSCSI
+// the name pillar gives the volume's subsystem / target (TargetName of the
+// agent's prefix, from its PillarAgent, and the agent volume id), which the
+// agent's report must equal; for NFS the export path, which only the agent's
+// pool layout knows, so its report is taken only when it is a plain absolute
+// path. FAILED_PRECONDITION naming both when the report is not that.
+StatusOr<std::string> TargetIdFor(const api::VolumeState& volume, const api::AgentRecord& agent,
+                                  const std::string& reported);
+
 // The ExportReconciled reason for a failed agent call: ABORTED is a fencing
 // refusal (StaleGeneration), UNAVAILABLE / DEADLINE_EXCEEDED an unreachable
 // agent (AgentUnavailable), anything else ReconcileFailed.

@@ -29,6 +29,7 @@
 #include "store/kube/crd_install.h"
 #include "store/kube/kube_store.h"
 #include "store/open.h"
+#include "store/retry.h"
 
 namespace pillar::controller {
 namespace {
@@ -63,26 +64,21 @@ Status SeedAgent(store::Store& store, const std::string& spec) {
   rec.port = std::stoll(port);
   rec.tls_server_name = tls_name;
   nlohmann::json spec_json = api::AgentSpecToJson(rec);
-  for (int attempt = 0; attempt < 5; ++attempt) {
+  return store::RetryOnConflict("--agent " + name, [&](int) -> Status {
     auto existing = store.Get(api::kKindAgent, name);
     if (existing.status().code() == Code::kNotFound) {
       store::Object obj;
       obj.kind = api::kKindAgent;
       obj.name = name;
       obj.spec = spec_json;
-      auto c = store.Create(obj);
-      if (c.status().code() == Code::kAlreadyExists) continue;
-      return c.status();
+      return store.Create(obj).status();
     }
     if (!existing.ok()) return existing.status();
     if (existing->spec == spec_json) return Status::Ok();
     store::Object next = *existing;
     next.spec = spec_json;
-    auto u = store.Update(next);
-    if (u.status().code() == Code::kAborted) continue;
-    return u.status();
-  }
-  return Aborted("--agent " + name + ": concurrent updates");
+    return store.Update(next).status();
+  });
 }
 
 // The Kubernetes side of a controller on the kube store.
@@ -251,7 +247,7 @@ int Run(int argc, char** argv) {
     gate = file_leader.get();
   }
   CsiIdentity identity(*gate);
-  CsiController controller(*store, directory, reconciler, *gate);
+  CsiController controller(*store, directory, reconciler, *gate, clock);
   // Outside Kubernetes a node proves who it is with its certificate.
   if (!authorizer && !registry_insecure) authorizer = std::make_unique<CertificateNodeAuthorizer>();
   NodeRegistryService registry(*store, clock, authorizer.get());

@@ -4,6 +4,7 @@
 
 #include "common/log.h"
 #include "common/protocol_proto.h"
+#include "store/retry.h"
 
 namespace pillar::controller {
 
@@ -35,6 +36,26 @@ api::Condition MakeCondition(bool ok, const char* reason, std::string message, i
 }
 
 std::string ExportKey(const std::string& id, Protocol p) { return id + "#" + ProtocolName(p); }
+
+// The agent a volume record names ("" when the record does not load: the
+// volume's own pass reports it malformed).
+std::string AgentRefOf(const store::Object& obj) {
+  auto v = api::LoadVolume(obj);
+  return v.ok() ? v->spec.agent_ref : "";
+}
+
+// A record with Provisioned=False whose creationTimestamp is older than `ttl`
+// (a record that is being deleted is DeleteVolume's).
+bool AbandonedCreate(const store::Object& obj, std::chrono::system_clock::time_point now,
+                     std::chrono::milliseconds ttl) {
+  auto v = api::LoadVolume(obj);
+  if (!v.ok() || api::IsProvisioned(v->status) || v->status.deleting ||
+      v->meta.deletion_timestamp) {
+    return false;
+  }
+  auto created = ParseRfc3339(obj.creation_timestamp);
+  return created && now - *created > ttl;
+}
 
 }  // namespace
 
@@ -190,10 +211,10 @@ void ExportReconciler::ExpandNode(const std::string& node_id) {
   auto list = ReadAll(api::kKindVolume);
   if (!list.ok()) return;
   for (const auto& obj : *list) {
-    const auto& nodes = obj.status.value("publishedNodes", nlohmann::json::array());
-    if (!nodes.is_array()) continue;
-    for (const auto& n : nodes) {
-      if (n.is_object() && n.value("nodeID", "") == node_id) {
+    auto v = api::LoadVolume(obj);
+    if (!v.ok()) continue;
+    for (const auto& n : v->status.published_nodes) {
+      if (n.node_id == node_id) {
         EnqueueVolume(obj.name);
         break;
       }
@@ -206,7 +227,7 @@ void ExportReconciler::ExpandAgent(const std::string& agent_ref) {
   if (!list.ok()) return;
   std::vector<store::Object> mine;
   for (auto& obj : *list) {
-    if (obj.spec.value("agentRef", "") == agent_ref) mine.push_back(std::move(obj));
+    if (AgentRefOf(obj) == agent_ref) mine.push_back(std::move(obj));
   }
   ResyncStats stats;
   ResyncAgent(agent_ref, mine, stats);
@@ -272,10 +293,7 @@ StatusOr<bool> ExportReconciler::WriteOutcome(const store::Object& obj, const ap
   bool changed = api::SetCondition(conds, cond, FormatRfc3339(clock_.Now()));
   nlohmann::json status = obj.status.is_object() ? obj.status : nlohmann::json::object();
   if (info) {
-    nlohmann::json ij = {{"targetID", info->target_id},
-                         {"address", info->address},
-                         {"port", info->port},
-                         {"volumeRef", info->volume_ref}};
+    nlohmann::json ij = api::ToJson(*info);
     if (status.value("exportInfo", nlohmann::json()) != ij) {
       status["exportInfo"] = ij;
       changed = true;
@@ -307,16 +325,9 @@ StatusOr<ReconcileOutcome> ExportReconciler::ReconcileNow(const std::string& vol
 
 StatusOr<ReconcileOutcome> ExportReconciler::Reconcile(const std::string& volume,
                                                        const SeenExport& seen, bool fresh) {
-  std::shared_ptr<std::mutex> vlock;
-  {
-    std::lock_guard<std::mutex> lock(volume_mu_);
-    auto& slot = volume_locks_[volume];
-    if (!slot) slot = std::make_shared<std::mutex>();
-    vlock = slot;
-  }
-  std::lock_guard<std::mutex> guard(*vlock);
+  auto guard = volume_locks_.Lock(volume);
 
-  for (int attempt = 0; attempt < 5; ++attempt) {
+  return store::RetryOnConflict("volume " + volume, [&](int attempt) -> StatusOr<ReconcileOutcome> {
     // The cache is as new as the event that queued this volume; after a lost
     // CAS (or for a caller that just wrote) read the store itself.
     auto obj = attempt == 0 && !fresh ? Read(api::kKindVolume, volume)
@@ -329,13 +340,9 @@ StatusOr<ReconcileOutcome> ExportReconciler::Reconcile(const std::string& volume
       if (out.create_pending) EnqueueKey(kVolPrefix + volume, options_.create_grace);
       return out;
     }
-    auto written = WriteOutcome(*obj, out.condition, info);
-    if (!written.ok() && written.status().code() == Code::kAborted) continue;  // CAS lost
-    RETURN_IF_ERROR(written.status());
-    out.status_written = *written;
+    ASSIGN_OR_RETURN(out.status_written, WriteOutcome(*obj, out.condition, info));
     return out;
-  }
-  return Aborted("volume " + volume + " kept changing during reconcile; will retry");
+  });
 }
 
 bool ExportReconciler::Converge(const store::Object& obj, const SeenExport& seen,
@@ -356,6 +363,13 @@ bool ExportReconciler::Converge(const store::Object& obj, const SeenExport& seen
       out.create_pending = true;
       return false;
     }
+  }
+  // The agent has not confirmed this volume's storage: whatever holds its
+  // name there may not be pillar's, so nothing is observed, applied or
+  // recorded (the Provisioned condition says why).
+  if (!api::IsProvisioned(v.status)) {
+    out.not_provisioned = true;
+    return false;
   }
   auto fail = [&](const char* reason, const std::string& message) {
     out.condition = MakeCondition(false, reason, message, v.meta.generation);
@@ -401,10 +415,9 @@ bool ExportReconciler::Converge(const store::Object& obj, const SeenExport& seen
         offered = it->second;
       }
     }
-    AcquireAgent(v.spec.agent_ref);
-    auto applied =
-        agent->client->ApplyExport(MakeApplyRequest(v, want, offered ? &*offered : nullptr));
-    ReleaseAgent(v.spec.agent_ref);
+    auto applied = WithAgentSlot(v.spec.agent_ref, [&] {
+      return agent->client->ApplyExport(MakeApplyRequest(v, want, offered ? &*offered : nullptr));
+    });
     if (applied.ok() && offered) {
       // The agent holds them now (it stores before it applies).
       std::lock_guard<std::mutex> lock(credentials_mu_);
@@ -430,8 +443,10 @@ bool ExportReconciler::Converge(const store::Object& obj, const SeenExport& seen
     return fail(api::kReasonReconcileFailed,
                 "agent still differs from the recorded intent: " + Join(after));
   }
-  info = api::ExportInfo{out.actual->target_id(), want.spec.bind_address, want.spec.port,
-                         v.spec.agent_volume_id};
+  // Consumers are told the target the controller derived, never a claim.
+  auto target = TargetIdFor(v, agent->record, out.actual->target_id());
+  if (!target.ok()) return fail(api::kReasonReconcileFailed, target.status().message());
+  info = api::ExportInfo{*target, want.spec.bind_address, want.spec.port, v.spec.agent_volume_id};
   out.condition = MakeCondition(
       true, api::kReasonReconciled,
       "export matches the recorded intent (" + std::to_string(want.hosts.size()) +
@@ -451,9 +466,7 @@ StatusOr<std::optional<av1::Export>> ExportReconciler::Observe(const api::Volume
   av1::GetExportRequest req;
   req.set_agent_volume_id(v.spec.agent_volume_id);
   req.set_protocol(ToProto(want.protocol));
-  AcquireAgent(v.spec.agent_ref);
-  auto got = client.GetExport(req);
-  ReleaseAgent(v.spec.agent_ref);
+  auto got = WithAgentSlot(v.spec.agent_ref, [&] { return client.GetExport(req); });
   if (got.ok()) return std::optional<av1::Export>(got->export_());
   if (got.status().code() == Code::kNotFound) return std::optional<av1::Export>();
   return got.status();
@@ -466,9 +479,7 @@ void ExportReconciler::ResyncAgent(const std::string& agent_ref,
   std::map<std::string, av1::Export> by_key;
   Status list_status;
   if (agent.ok()) {
-    AcquireAgent(agent_ref);
-    auto list = agent->client->ListExports();
-    ReleaseAgent(agent_ref);
+    auto list = WithAgentSlot(agent_ref, [&] { return agent->client->ListExports(); });
     stats.agent_calls++;
     if (list.ok()) {
       for (auto& e : *list->mutable_exports()) {
@@ -483,10 +494,15 @@ void ExportReconciler::ResyncAgent(const std::string& agent_ref,
   }
   for (const auto& obj : volumes) {
     stats.volumes++;
+    if (agent.ok() && AbandonedCreate(obj, clock_.Now(), options_.abandoned_create_ttl)) {
+      ReapAbandonedCreate(obj, *agent->client);
+      continue;
+    }
     if (!list_status.ok()) {
       // Every volume of an unreachable agent says so; one call decided it.
       auto v = api::LoadVolume(obj);
-      if (!v.ok() || !v->status.export_spec || v->status.deleting || v->meta.deletion_timestamp) {
+      if (!v.ok() || !v->status.export_spec || v->status.deleting || v->meta.deletion_timestamp ||
+          !api::IsProvisioned(v->status)) {
         EnqueueVolume(obj.name);
         continue;
       }
@@ -497,11 +513,11 @@ void ExportReconciler::ResyncAgent(const std::string& agent_ref,
       EnqueueKey(kVolPrefix + obj.name, options_.backoff_base);
       continue;
     }
-    auto proto = ParseProtocol("spec.protocol", obj.spec.value("protocol", ""));
-    std::string id = obj.spec.value("agentVolumeID", "");
+    // A malformed record is reported as such by Reconcile, which never looks
+    // at `seen` then.
     const av1::Export* seen = nullptr;
-    if (proto.ok()) {
-      auto it = by_key.find(ExportKey(id, *proto));
+    if (auto v = api::LoadVolume(obj); v.ok()) {
+      auto it = by_key.find(ExportKey(v->spec.agent_volume_id, v->spec.protocol));
       if (it != by_key.end()) seen = &it->second;
     }
     auto r = Reconcile(obj.name, seen, false);
@@ -517,6 +533,32 @@ void ExportReconciler::ResyncAgent(const std::string& agent_ref,
   }
 }
 
+void ExportReconciler::ReapAbandonedCreate(const store::Object& obj, AgentClient& client) {
+  auto v = api::LoadVolume(obj);
+  if (!v.ok()) return;
+  av1::DeleteVolumeRequest req;
+  req.set_agent_volume_id(v->spec.agent_volume_id);
+  req.set_volume_uid(obj.uid);
+  Status deleted = WithAgentSlot(v->spec.agent_ref, [&] { return client.DeleteVolume(req); });
+  // NOT_FOUND: nothing was made. FAILED_PRECONDITION / ABORTED: what holds
+  // the name is not this lifecycle's (not pillar's, or another record's), and
+  // the agent left it alone. Anything else: try again next resync.
+  if (!deleted.ok() && deleted.code() != Code::kNotFound &&
+      deleted.code() != Code::kFailedPrecondition && deleted.code() != Code::kAborted) {
+    log::Warn("abandoned create not reaped yet",
+              {{"volume", obj.name}, {"error", deleted.ToString()}});
+    return;
+  }
+  Status dropped = store_.Delete(api::kKindVolume, obj.name, {obj.uid, obj.resource_version});
+  if (!dropped.ok() && dropped.code() != Code::kNotFound) {
+    log::Warn("abandoned create's record not removed",
+              {{"volume", obj.name}, {"error", dropped.ToString()}});
+    return;
+  }
+  log::Warn("removed the record of a create that never completed",
+            {{"volume", obj.name}, {"uid", obj.uid}, {"agentSaid", deleted.ToString()}});
+}
+
 ResyncStats ExportReconciler::ResyncAll() {
   ResyncStats stats;
   auto list = ReadAll(api::kKindVolume);
@@ -526,7 +568,8 @@ ResyncStats ExportReconciler::ResyncAll() {
   }
   std::map<std::string, std::vector<store::Object>> by_agent;
   for (auto& obj : *list) {
-    by_agent[obj.spec.value("agentRef", "")].push_back(std::move(obj));
+    std::string agent_ref = AgentRefOf(obj);
+    by_agent[agent_ref].push_back(std::move(obj));
   }
   for (const auto& [agent_ref, vols] : by_agent) ResyncAgent(agent_ref, vols, stats);
   return stats;

@@ -17,6 +17,7 @@
 
 #include "api/convert.h"
 #include "common/clock.h"
+#include "common/named_locks.h"
 #include "controller/agent_client.h"
 #include "controller/desired.h"
 #include "kube/events.h"
@@ -37,6 +38,12 @@ struct ReconcilerOptions {
   // Kubernetes store writes an object and its status in two requests): it is
   // left alone this long after its creationTimestamp, then judged as it is.
   std::chrono::milliseconds create_grace{std::chrono::seconds(10)};
+  // A record whose create never completed (Provisioned=False: the agent was
+  // unreachable or timed out, and the CO did not come back) is removed this
+  // long after its creationTimestamp, with whatever storage of its lifecycle
+  // the agent holds. Far above the agent call timeout, so a create still in
+  // flight is never reaped.
+  std::chrono::milliseconds abandoned_create_ttl{std::chrono::minutes(10)};
   // Told of every ExportReconciled transition (status or reason changed),
   // after it is written; none when null.
   kube::EventSink* events = nullptr;
@@ -47,8 +54,9 @@ struct ReconcileOutcome {
   std::vector<std::string> drift;    // what differed before the pass
   std::vector<std::string> changes;  // what the agent changed
   std::optional<pillar::agent::v1::Export> actual;
-  bool status_written = false;  // the condition or exportInfo changed and was written
-  bool create_pending = false;  // a create in flight: nothing done, looked at again later
+  bool status_written = false;   // the condition or exportInfo changed and was written
+  bool create_pending = false;   // a create in flight: nothing done, looked at again later
+  bool not_provisioned = false;  // Provisioned=False: nothing done, nothing recorded
 };
 
 struct ResyncStats {
@@ -125,6 +133,10 @@ class ExportReconciler {
                               const std::optional<api::ExportInfo>& info);
   void ResyncAgent(const std::string& agent_ref, const std::vector<store::Object>& volumes,
                    ResyncStats& stats);
+  // Removes a record whose create was abandoned (see abandoned_create_ttl):
+  // first the storage of its lifecycle on the agent (the agent deletes only
+  // what carries that uid), then the record, pinned to its uid and version.
+  void ReapAbandonedCreate(const store::Object& obj, AgentClient& client);
   void EnqueueKey(const std::string& key, std::chrono::milliseconds delay = {});
   void ExpandNode(const std::string& node_id);
   void ExpandAgent(const std::string& agent_ref);
@@ -135,7 +147,27 @@ class ExportReconciler {
   StatusOr<store::Object> Read(const std::string& kind, const std::string& name) const;
   void RecordFailure(const std::string& volume, bool failed);
 
-  // Per-agent bound on concurrent agent calls.
+  // Per-agent bound on concurrent agent calls: `call` runs holding one of
+  // the agent's slots (waiting for one), released however it returns.
+  template <typename Call>
+  auto WithAgentSlot(const std::string& agent_ref, Call&& call) {
+    AgentSlot slot(*this, agent_ref);
+    return call();
+  }
+  class AgentSlot {
+   public:
+    AgentSlot(ExportReconciler& r, std::string agent_ref)
+        : r_(r), agent_ref_(std::move(agent_ref)) {
+      r_.AcquireAgent(agent_ref_);
+    }
+    ~AgentSlot() { r_.ReleaseAgent(agent_ref_); }
+    AgentSlot(const AgentSlot&) = delete;
+    AgentSlot& operator=(const AgentSlot&) = delete;
+
+   private:
+    ExportReconciler& r_;
+    std::string agent_ref_;
+  };
   void AcquireAgent(const std::string& agent_ref);
   void ReleaseAgent(const std::string& agent_ref);
 
@@ -159,8 +191,7 @@ class ExportReconciler {
   std::mutex credentials_mu_;
   std::map<std::string, Credentials> credentials_;  // volume -> offered, not yet on the agent
 
-  std::mutex volume_mu_;  // serializes reconciles of the same volume
-  std::map<std::string, std::shared_ptr<std::mutex>> volume_locks_;
+  NamedLocks volume_locks_;  // serializes reconciles of the same volume
 
   std::vector<std::thread> threads_;
   std::unique_ptr<store::StoreCache> cache_;

@@ -9,6 +9,7 @@
 #include "common/grpc_status.h"
 #include "common/log.h"
 #include "common/validate.h"
+#include "store/retry.h"
 
 namespace pillar::controller {
 
@@ -71,18 +72,17 @@ StatusOr<std::pair<bool, std::string>> RegisterNodeIdentity(store::Store& store,
   auto now = clock.Now();
   want.last_seen = FormatRfc3339(now);
 
-  for (int attempt = 0; attempt < 5; ++attempt) {
+  using Result = std::pair<bool, std::string>;
+  return store::RetryOnConflict("node " + id.node_id(), [&](int) -> StatusOr<Result> {
     auto existing = store.Get(api::kKindNode, id.node_id());
     if (existing.status().code() == Code::kNotFound) {
       store::Object obj;
       obj.kind = api::kKindNode;
       obj.name = id.node_id();
       obj.spec = api::NodeSpecToJson(want);
-      auto created = store.Create(obj);
-      if (created.status().code() == Code::kAlreadyExists) continue;
-      if (!created.ok()) return created.status();
+      ASSIGN_OR_RETURN(store::Object created, store.Create(obj));
       log::Info("node registered", {{"node", id.node_id()}, {"spec", obj.spec}});
-      return std::make_pair(true, created->resource_version);
+      return Result{true, created.resource_version};
     }
     if (!existing.ok()) return existing.status();
     auto have = api::LoadNode(*existing);
@@ -91,22 +91,18 @@ StatusOr<std::pair<bool, std::string>> RegisterNodeIdentity(store::Store& store,
                          have->ip_addresses == want.ip_addresses;
     if (same_identity) {
       bool fresh = false;
-      auto seen = existing->spec.value("lastSeen", "");
-      if (auto t = ParseRfc3339(seen)) fresh = now - *t < kLastSeenRefresh;
-      if (fresh) return std::make_pair(false, existing->resource_version);
+      if (auto t = ParseRfc3339(have->last_seen)) fresh = now - *t < kLastSeenRefresh;
+      if (fresh) return Result{false, existing->resource_version};
     }
     store::Object next = *existing;
     next.spec = api::NodeSpecToJson(want);
-    auto updated = store.Update(next);
-    if (updated.status().code() == Code::kAborted) continue;
-    if (!updated.ok()) return updated.status();
+    ASSIGN_OR_RETURN(store::Object updated, store.Update(next));
     if (!same_identity) {
       log::Info("node identity changed",
                 {{"node", id.node_id()}, {"was", existing->spec}, {"now", next.spec}});
     }
-    return std::make_pair(!same_identity, updated->resource_version);
-  }
-  return Aborted("node " + id.node_id() + " is being registered concurrently; retry");
+    return Result{!same_identity, updated.resource_version};
+  });
 }
 
 Status TokenReviewAuthorizer::Authorize(const grpc::ServerContext& ctx,

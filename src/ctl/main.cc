@@ -35,10 +35,9 @@ std::string Pad(std::string s, size_t n) {
   return s + " ";
 }
 
-std::string ConditionSummary(const nlohmann::json& status) {
-  auto conds = api::ConditionsFromJson(status.value("conditions", nlohmann::json::array()));
-  if (!conds.ok()) return "malformed";
-  const api::Condition* c = api::FindCondition(*conds, api::kCondExportReconciled);
+std::string ConditionSummary(const api::VolumeStatus& status) {
+  const api::Condition* c = api::FindCondition(status.conditions, api::kCondExportReconciled);
+  if (!api::IsProvisioned(status)) return "NotProvisioned";
   if (c == nullptr) return "Unknown";
   return c->status + "/" + c->reason;
 }
@@ -55,14 +54,20 @@ int GetVolumes(store::Store& store, bool json_out) {
   std::cout << Pad("NAME", 40) << Pad("AGENT", 14) << Pad("PROTOCOL", 11) << Pad("PUBLISHED", 22)
             << "EXPORT\n";
   for (const auto& o : list->items) {
-    std::string published;
-    for (const auto& n : o.status.value("publishedNodes", nlohmann::json::array())) {
-      if (!published.empty()) published += ",";
-      published += n.value("nodeID", "?") + (n.value("revoking", false) ? "(revoking)" : "");
+    auto v = api::LoadVolume(o);
+    if (!v.ok()) {
+      std::cout << Pad(o.name, 40) << "malformed: " << v.status().message() << "\n";
+      continue;
     }
-    std::cout << Pad(o.name, 40) << Pad(o.spec.value("agentRef", ""), 14)
-              << Pad(o.spec.value("protocol", ""), 11)
-              << Pad(published.empty() ? "-" : published, 22) << ConditionSummary(o.status) << "\n";
+    std::string published;
+    for (const auto& n : v->status.published_nodes) {
+      if (!published.empty()) published += ",";
+      published += n.node_id + (n.revoking ? "(revoking)" : "");
+    }
+    std::cout << Pad(o.name, 40) << Pad(v->spec.agent_ref, 14)
+              << Pad(ProtocolName(v->spec.protocol), 11)
+              << Pad(published.empty() ? "-" : published, 22) << ConditionSummary(v->status)
+              << "\n";
   }
   return 0;
 }
@@ -74,28 +79,35 @@ int DescribeVolume(store::Store& store, const std::string& name, bool json_out) 
     std::cout << store::ToJson(*o).dump(2) << "\n";
     return 0;
   }
+  auto v = api::LoadVolume(*o);
+  if (!v.ok()) {
+    std::cout << "Name:                  " << o->name << "\n"
+              << "Malformed:             " << v.status().message() << "\n"
+              << store::ToJson(*o).dump(2) << "\n";
+    return 1;
+  }
+  nlohmann::json published = nlohmann::json::array();
+  for (const auto& n : v->status.published_nodes) {
+    published.push_back({{"nodeID", n.node_id}, {"revoking", n.revoking}});
+  }
   std::cout << "Name:                  " << o->name << "\n"
             << "UID:                   " << o->uid << "\n"
             << "ResourceVersion:       " << o->resource_version << "\n"
-            << "Agent:                 " << o->spec.value("agentRef", "") << "\n"
-            << "AgentVolumeID:         " << o->spec.value("agentVolumeID", "") << "\n"
-            << "Protocol:              " << o->spec.value("protocol", "") << "\n"
+            << "Agent:                 " << v->spec.agent_ref << "\n"
+            << "AgentVolumeID:         " << v->spec.agent_volume_id << "\n"
+            << "Protocol:              " << ProtocolName(v->spec.protocol) << "\n"
             << "ExportSpec:            "
-            << (o->status.contains("exportSpec") ? o->status["exportSpec"].dump() : "<absent>")
+            << (v->status.export_spec ? api::ToJson(*v->status.export_spec).dump() : "<absent>")
             << "\n"
             << "ExportInfo:            "
-            << (o->status.contains("exportInfo") ? o->status["exportInfo"].dump() : "<absent>")
+            << (v->status.export_info ? api::ToJson(*v->status.export_info).dump() : "<absent>")
             << "\n"
-            << "PublishedNodes:        "
-            << o->status.value("publishedNodes", nlohmann::json::array()).dump() << "\n"
-            << "PublicationGeneration: " << o->status.value("publicationGeneration", 0) << "\n"
+            << "PublishedNodes:        " << published.dump() << "\n"
+            << "PublicationGeneration: " << v->status.publication_generation << "\n"
             << "Conditions:\n";
-  auto conds = api::ConditionsFromJson(o->status.value("conditions", nlohmann::json::array()));
-  if (conds.ok()) {
-    for (const auto& c : *conds) {
-      std::cout << "  " << c.type << "=" << c.status << " reason=" << c.reason << " since "
-                << c.last_transition_time << "\n    " << c.message << "\n";
-    }
+  for (const auto& c : v->status.conditions) {
+    std::cout << "  " << c.type << "=" << c.status << " reason=" << c.reason << " since "
+              << c.last_transition_time << "\n    " << c.message << "\n";
   }
   return 0;
 }
@@ -196,20 +208,20 @@ int RepairExportSpec(store::Store& store, const RepairArgs& a) {
     return refuse("resourceVersion is " + obj.resource_version + ", not the expected " +
                   a.expect_resource_version);
   }
-  if (obj.spec.value("volumeID", "") != obj.name) {
-    return refuse("spec.volumeID \"" + obj.spec.value("volumeID", "") + "\" does not name it");
+  auto v = api::LoadVolume(obj);
+  if (!v.ok()) return refuse("its record is malformed (" + v.status().message() + ")");
+  if (v->spec.volume_id != obj.name) {
+    return refuse("spec.volumeID \"" + v->spec.volume_id + "\" does not name it");
   }
-  if (obj.status.contains("exportSpec") && !obj.status["exportSpec"].is_null()) {
+  if (v->status.export_spec) {
     return refuse("status.exportSpec is already recorded; this procedure only fills an absent one");
   }
-  if (obj.deletion_timestamp || obj.status.value("deleting", false)) {
-    return refuse("it is being deleted");
-  }
-  if (ConditionSummary(obj.status) != std::string("False/") + api::kReasonExportSpecMissing) {
-    return refuse("ExportReconciled is " + ConditionSummary(obj.status) +
+  if (obj.deletion_timestamp || v->status.deleting) return refuse("it is being deleted");
+  if (ConditionSummary(v->status) != std::string("False/") + api::kReasonExportSpecMissing) {
+    return refuse("ExportReconciled is " + ConditionSummary(v->status) +
                   ", not False/ExportSpecMissing: fix that fault instead");
   }
-  std::string agent_ref = obj.spec.value("agentRef", "");
+  const std::string& agent_ref = v->spec.agent_ref;
   auto agent = store.Get(api::kKindAgent, agent_ref);
   if (!agent.ok()) return refuse("its agent " + agent_ref + " is not registered");
   auto rec = api::LoadAgent(*agent);
@@ -228,9 +240,9 @@ int RepairExportSpec(store::Store& store, const RepairArgs& a) {
   backup.close();
 
   store::Object next = obj;  // uid and resourceVersion pin the write to the snapshot
-  next.status["exportSpec"] = {{"bindAddress", a.bind_address},
-                               {"port", std::stoll(a.port)},
-                               {"aclEnabled", a.acl_enabled == "true"}};
+  // Only exportSpec is written; every other status field stays as it was.
+  next.status["exportSpec"] = api::ToJson(
+      api::ExportSpec{a.bind_address, std::stoll(a.port), a.acl_enabled == "true", std::nullopt});
   auto written = store.UpdateStatus(next);
   if (!written.ok()) {
     if (written.status().code() == Code::kAborted) {
@@ -248,8 +260,9 @@ int RepairExportSpec(store::Store& store, const RepairArgs& a) {
   std::string last;
   while (std::chrono::steady_clock::now() < deadline) {
     auto now = store.Get(api::kKindVolume, a.volume);
-    if (now.ok()) {
-      last = ConditionSummary(now->status);
+    auto loaded = now.ok() ? api::LoadVolume(*now) : StatusOr<api::VolumeState>(now.status());
+    if (loaded.ok()) {
+      last = ConditionSummary(loaded->status);
       if (last == std::string("True/") + api::kReasonReconciled) {
         std::cout << "ExportReconciled=True reason=Reconciled\n";
         return 0;

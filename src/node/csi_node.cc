@@ -5,6 +5,7 @@
 #include "common/grpc_status.h"
 #include "common/log.h"
 #include "common/request_caps.h"
+#include "common/version.h"
 
 namespace pillar::node {
 namespace {
@@ -58,8 +59,8 @@ grpc::Status Reply(const Status& s, const char* rpc, const std::string& volume_i
 grpc::Status CsiNodeIdentity::GetPluginInfo(grpc::ServerContext*,
                                             const csi::v1::GetPluginInfoRequest*,
                                             csi::v1::GetPluginInfoResponse* resp) {
-  resp->set_name(kNodeDriverName);
-  resp->set_vendor_version(kNodeDriverVersion);
+  resp->set_name(std::string(kDriverName));
+  resp->set_vendor_version(std::string(Version()));
   return grpc::Status::OK;
 }
 

@@ -16,8 +16,6 @@
 
 namespace pillar::node {
 
-constexpr const char* kNodeDriverName = "pillar-csi.bhyoo.com";
-constexpr const char* kNodeDriverVersion = "0.1.0";
 constexpr const char* kTopologyNodeKey = "topology.pillar-csi.bhyoo.com/node";
 
 class CsiNodeIdentity final : public csi::v1::Identity::Service {

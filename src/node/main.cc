@@ -180,7 +180,8 @@ int Run(int argc, char** argv) {
     if (registry_insecure) {
       creds = grpc::InsecureChannelCredentials();
     } else {
-      auto c = MutualTlsChannelCredentials(registry_tls);
+      // The registry is the controller's: a node reports to nothing else.
+      auto c = MutualTlsChannelCredentials(registry_tls, ExpectedPeer{Role::kController, {}});
       if (!c.ok()) return daemon.Fail(c.status());
       creds = *c;
     }

@@ -8,6 +8,7 @@
 #include "common/log.h"
 #include "common/protocol.h"
 #include "common/validate.h"
+#include "common/volume_context.h"
 #include "node/attach/sysfs_util.h"
 #include "node/mountinfo.h"
 #include "node/paths.h"
@@ -18,25 +19,6 @@ namespace {
 
 constexpr const char* kAttaching = "attaching";
 constexpr const char* kStaged = "staged";
-
-std::string Get(const Context& ctx, const char* key) {
-  auto it = ctx.find(key);
-  return it == ctx.end() ? "" : it->second;
-}
-
-StatusOr<int64_t> ParseNumber(const std::string& field, const std::string& value, int64_t min,
-                              int64_t max) {
-  int64_t v = 0;
-  if (!AllDigits(value) || value.size() > 12) {
-    return InvalidArgument(field + " \"" + value + "\" must be a number");
-  }
-  std::from_chars(value.data(), value.data() + value.size(), v);
-  if (v < min || v > max) {
-    return InvalidArgument(field + " " + value + " must be within " + std::to_string(min) + ".." +
-                           std::to_string(max));
-  }
-  return v;
-}
 
 Status RequireVolumeId(const std::string& volume_id) {
   if (volume_id.empty()) return InvalidArgument("volume_id is required");
@@ -53,49 +35,12 @@ bool AbnormalErrno(int err) {
 }  // namespace
 
 StatusOr<RemoteTarget> ParseTarget(const Context& ctx) {
+  ASSIGN_OR_RETURN(VolumeContext c, ParseVolumeContext(ctx));
   RemoteTarget t;
-  t.protocol = Get(ctx, "protocol");
-  t.target_id = Get(ctx, "targetID");
-  t.address = Get(ctx, "address");
-  if (t.protocol != "nvmeof-tcp" && t.protocol != "iscsi" && t.protocol != "nfs") {
-    return InvalidArgument("volume context protocol \"" + t.protocol +
-                           "\" must be nvmeof-tcp, iscsi or nfs");
-  }
-  if (t.target_id.empty()) return InvalidArgument("volume context targetID is required");
-  if (t.address.empty()) return InvalidArgument("volume context address is required");
-  RETURN_IF_ERROR(validate::IpAddress("volume context address", t.address));
-  std::string port = Get(ctx, "port");
-  if (port.empty() && t.protocol != "nfs") {
-    return InvalidArgument("volume context port is required");
-  }
-  if (!port.empty()) {
-    ASSIGN_OR_RETURN(int64_t p, ParseNumber("volume context port", port, 0, 65535));
-    t.port = static_cast<int>(p);
-    if (t.protocol != "nfs" || t.port != 0) {
-      RETURN_IF_ERROR(validate::Port("volume context port", t.port));
-    }
-  }
-  if (t.protocol == "nvmeof-tcp") {
-    RETURN_IF_ERROR(validate::Nqn("volume context targetID", t.target_id));
-    if (std::string v = Get(ctx, "nsid"); !v.empty()) {
-      ASSIGN_OR_RETURN(t.nsid, ParseNumber("volume context nsid", v, 1, 0xFFFFFFFE));
-    }
-    if (std::string v = Get(ctx, "ctrlLossTmo"); !v.empty()) {
-      ASSIGN_OR_RETURN(int64_t n, ParseNumber("volume context ctrlLossTmo", v, 0, 86400));
-      t.ctrl_loss_tmo = static_cast<int>(n);
-    }
-    if (std::string v = Get(ctx, "reconnectDelay"); !v.empty()) {
-      ASSIGN_OR_RETURN(int64_t n, ParseNumber("volume context reconnectDelay", v, 1, 3600));
-      t.reconnect_delay = static_cast<int>(n);
-    }
-  } else if (t.protocol == "iscsi") {
-    RETURN_IF_ERROR(validate::Iqn("volume context targetID", t.target_id));
-    if (std::string v = Get(ctx, "lun"); !v.empty()) {
-      ASSIGN_OR_RETURN(t.lun, ParseNumber("volume context lun", v, 0, 16383));
-    }
-  } else {
-    RETURN_IF_ERROR(ValidateExportPath("volume context targetID", t.target_id));
-  }
+  t.protocol = c.protocol;
+  t.target_id = std::move(c.target_id);
+  t.address = std::move(c.address);
+  t.port = c.port;
   return t;
 }
 
@@ -113,7 +58,7 @@ StatusOr<std::vector<std::string>> NodeCore::MountsOfDevice(const std::string& d
 
 StatusOr<bool> NodeCore::StagedAndHealthy(const StageRecord& rec) {
   if (rec.state != kStaged) return false;
-  if (rec.target.protocol != "nfs") {
+  if (rec.target.protocol != Protocol::kNfs) {
     BlockAttacher* a = d_.attachers.For(rec.target.protocol);
     if (a == nullptr || a->Check(rec.target).device.empty()) return false;
     if (rec.block) return true;
@@ -127,18 +72,15 @@ Status NodeCore::Stage(const StageRequest& req) {
   RETURN_IF_ERROR(ValidateCleanPath("staging_target_path", req.staging_path));
   RETURN_IF_ERROR(ValidateMountOptions(req.mount_flags));
   ASSIGN_OR_RETURN(RemoteTarget t, ParseTarget(req.context));
-  if (std::string auth = Get(req.context, "auth"); !auth.empty()) {
-    ASSIGN_OR_RETURN(auth, ParseAuthMethod("volume context auth", auth));
-    if (auth == kAuthChap) {
-      ASSIGN_OR_RETURN(Protocol protocol, ParseProtocol("volume context protocol", t.protocol));
-      ASSIGN_OR_RETURN(t.credentials, CredentialsFromSecrets(protocol, req.secrets, "secrets"));
-    }
+  ASSIGN_OR_RETURN(VolumeContext context, ParseVolumeContext(req.context));
+  if (context.auth == kAuthChap) {
+    ASSIGN_OR_RETURN(t.credentials, CredentialsFromSecrets(t.protocol, req.secrets, "secrets"));
   }
-  if (t.protocol == "nfs" && req.block) {
+  if (t.protocol == Protocol::kNfs && req.block) {
     return InvalidArgument("volume_capability: block access is not possible over nfs");
   }
-  std::string fs_type = req.fs_type.empty() ? Get(req.context, "fsType") : req.fs_type;
-  if (!req.block && t.protocol != "nfs" && !fs_type.empty() && !SupportedFsType(fs_type)) {
+  std::string fs_type = req.fs_type.empty() ? context.fs_type : req.fs_type;
+  if (!req.block && t.protocol != Protocol::kNfs && !fs_type.empty() && !SupportedFsType(fs_type)) {
     return InvalidArgument("fsType \"" + fs_type + "\" is not supported (ext4, ext3, xfs)");
   }
   ASSIGN_OR_RETURN(auto lock, d_.volume_locks.Call(req.volume_id));
@@ -163,12 +105,23 @@ Status NodeCore::StageLocked(const StageRequest& req, const RemoteTarget& t) {
     if (healthy) return Status::Ok();
   }
 
+  // A target is one volume's: a target another staged volume uses is not
+  // this volume's, whatever its context claims.
+  for (const auto& other : d_.records.List()) {
+    if (other.volume_id != req.volume_id && other.target.protocol == t.protocol &&
+        other.target.target_id == t.target_id) {
+      return FailedPrecondition("target " + t.target_id + " is staged for volume " +
+                                other.volume_id + " on this node; refusing it for volume " +
+                                req.volume_id);
+    }
+  }
+
   StageRecord rec;
   rec.volume_id = req.volume_id;
   rec.staging_path = req.staging_path;
   rec.target = t;
   rec.block = req.block;
-  rec.fs_type = t.protocol == "nfs" ? "nfs4" : req.fs_type;
+  rec.fs_type = t.protocol == Protocol::kNfs ? "nfs4" : req.fs_type;
   rec.mount_flags = req.mount_flags;
   rec.read_only = req.read_only;
   rec.state = kAttaching;
@@ -180,7 +133,7 @@ Status NodeCore::StageLocked(const StageRequest& req, const RemoteTarget& t) {
   ASSIGN_OR_RETURN(std::string text, d_.mounter.ReadMountInfo());
   auto mounted = FindMountAt(ParseMountInfo(text), req.staging_path);
 
-  if (t.protocol == "nfs") {
+  if (t.protocol == Protocol::kNfs) {
     if (!mounted) {
       RETURN_IF_ERROR(d_.fs.MakeDirs(req.staging_path));
       RETURN_IF_ERROR(d_.nfs.Mount(t, req.staging_path, req.mount_flags, req.read_only));
@@ -190,11 +143,19 @@ Status NodeCore::StageLocked(const StageRequest& req, const RemoteTarget& t) {
     }
   } else {
     BlockAttacher* attacher = d_.attachers.For(t.protocol);
-    if (attacher == nullptr) return Unimplemented("no attacher for " + t.protocol);
+    if (attacher == nullptr)
+      return Unimplemented(std::string("no attacher for ") + ProtocolName(t.protocol));
     std::string device;
     {
       auto conn = d_.connection_locks.Lock(t.ConnectionKey());
       ASSIGN_OR_RETURN(device, attacher->Attach(t));
+    }
+    for (const auto& other : d_.records.List()) {
+      if (other.volume_id != req.volume_id && other.device == device) {
+        return FailedPrecondition(device + " is volume " + other.volume_id +
+                                  "'s device on this node; refusing it for volume " +
+                                  req.volume_id);
+      }
     }
     rec.device = device;
     RETURN_IF_ERROR(d_.records.Put(rec));
@@ -231,7 +192,7 @@ Status NodeCore::StageLocked(const StageRequest& req, const RemoteTarget& t) {
   rec.state = kStaged;
   RETURN_IF_ERROR(d_.records.Put(rec));
   log::Info("volume staged", {{"volume", rec.volume_id},
-                              {"protocol", t.protocol},
+                              {"protocol", ProtocolName(t.protocol)},
                               {"device", rec.device},
                               {"staging", rec.staging_path},
                               {"fsType", rec.fs_type}});
@@ -363,7 +324,7 @@ StatusOr<VolumeStats> NodeCore::Stats(const std::string& volume_id,
   VolumeStats out;
   out.block = rec.block;
   std::vector<std::string> problems;
-  if (rec.target.protocol != "nfs") {
+  if (rec.target.protocol != Protocol::kNfs) {
     BlockAttacher* a = d_.attachers.For(rec.target.protocol);
     DeviceHealth h = a != nullptr ? a->Check(rec.target) : DeviceHealth{};
     if (!h.problem.empty()) problems.push_back(h.problem);
@@ -411,9 +372,10 @@ StatusOr<int64_t> NodeCore::Expand(const std::string& volume_id, const std::stri
   ASSIGN_OR_RETURN(auto lock, d_.volume_locks.Call(volume_id));
   ASSIGN_OR_RETURN(StageRecord rec, d_.records.Get(volume_id));  // NOT_FOUND first, as CSI says
   RETURN_IF_ERROR(ValidateCleanPath("volume_path", volume_path));
-  if (rec.target.protocol == "nfs") return int64_t{0};  // the server's quota is the size
+  if (rec.target.protocol == Protocol::kNfs) return int64_t{0};  // the server's quota is the size
   BlockAttacher* a = d_.attachers.For(rec.target.protocol);
-  if (a == nullptr) return Unimplemented("no attacher for " + rec.target.protocol);
+  if (a == nullptr)
+    return Unimplemented(std::string("no attacher for ") + ProtocolName(rec.target.protocol));
   RETURN_IF_ERROR(a->Rescan(rec.target));
   std::string device = a->Check(rec.target).device;
   if (device.empty()) return Unavailable("volume " + volume_id + ": block device is gone");

@@ -64,9 +64,15 @@ struct VolumeStats {
 struct Attachers {
   BlockAttacher* nvme = nullptr;
   BlockAttacher* iscsi = nullptr;
-  BlockAttacher* For(const std::string& protocol) const {
-    if (protocol == "nvmeof-tcp") return nvme;
-    if (protocol == "iscsi") return iscsi;
+  BlockAttacher* For(Protocol protocol) const {
+    switch (protocol) {
+      case Protocol::kNvmeofTcp:
+        return nvme;
+      case Protocol::kIscsi:
+        return iscsi;
+      case Protocol::kNfs:
+        return nullptr;
+    }
     return nullptr;
   }
 };

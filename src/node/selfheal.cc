@@ -6,7 +6,7 @@
 namespace pillar::node {
 
 bool SelfHealer::HealOne(const StageRecord& rec, const std::string& mountinfo) {
-  if (rec.target.protocol == "nfs") {
+  if (rec.target.protocol == Protocol::kNfs) {
     if (FindMountAt(ParseMountInfo(mountinfo), rec.staging_path)) return false;
     log::Warn("self-heal: nfs staging mount is gone; mounting again",
               {{"volume", rec.volume_id}, {"staging", rec.staging_path}});

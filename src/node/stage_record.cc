@@ -11,7 +11,7 @@ std::string StageRecordToJson(const StageRecord& r) {
   nlohmann::json j = {
       {"volumeID", r.volume_id},
       {"stagingPath", r.staging_path},
-      {"protocol", r.target.protocol},
+      {"protocol", ProtocolName(r.target.protocol)},
       {"targetID", r.target.target_id},
       {"address", r.target.address},
       {"port", r.target.port},
@@ -47,7 +47,7 @@ StatusOr<StageRecord> StageRecordFromJson(const std::string& text) {
   };
   r.volume_id = str("volumeID");
   r.staging_path = str("stagingPath");
-  r.target.protocol = str("protocol");
+  ASSIGN_OR_RETURN(r.target.protocol, ParseProtocol("stage record protocol", str("protocol")));
   r.target.target_id = str("targetID");
   r.target.address = str("address");
   r.target.port = static_cast<int>(num("port", 0));

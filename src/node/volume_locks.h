@@ -1,6 +1,6 @@
-// Named locks: one operation per volume at a time (CSI asks for ABORTED when
-// a second one arrives), and connect / disconnect decisions serialized per
-// subsystem or session so "last user" is decided on a stable set.
+// One operation per volume at a time (CSI asks for ABORTED when a second one
+// arrives); connect / disconnect decisions are serialized per connection
+// with a NamedLocks (common/named_locks.h) of their own.
 #pragma once
 
 #include <map>
@@ -9,32 +9,10 @@
 #include <optional>
 #include <string>
 
+#include "common/named_locks.h"
 #include "common/status.h"
 
 namespace pillar::node {
-
-class NamedLocks {
- public:
-  using Guard = std::unique_lock<std::mutex>;
-  // nullopt when another holder has the name.
-  std::optional<Guard> TryLock(const std::string& name) {
-    Guard g(*Slot(name), std::try_to_lock);
-    if (!g.owns_lock()) return std::nullopt;
-    return g;
-  }
-  Guard Lock(const std::string& name) { return Guard(*Slot(name)); }
-
- private:
-  std::shared_ptr<std::mutex> Slot(const std::string& name) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto& slot = slots_[name];
-    if (!slot) slot = std::make_shared<std::mutex>();
-    return slot;  // slots live as long as the process: one per volume ever seen
-  }
-
-  std::mutex mu_;
-  std::map<std::string, std::shared_ptr<std::mutex>> slots_;
-};
 
 // A volume is worked on by one CSI call or one self-heal pass at a time. A
 // second CSI call is ABORTED, as CSI asks; a pass is not a call: a CSI call

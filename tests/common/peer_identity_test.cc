@@ -77,5 +77,29 @@ TEST(PeerIdentityTest, PolicyDeniesMethodsWithoutAnEntry) {
             Code::kPermissionDenied);
 }
 
+// Issue 22, item 1: the server of a channel must be exactly who the client
+// meant to reach.
+TEST(PeerIdentityTest, ExpectedPeerIsTheRoleAndTheName) {
+  ExpectedPeer storage1{Role::kAgent, "storage-1"};
+  EXPECT_TRUE(CheckExpectedPeer(storage1, PeerIdentity{Role::kAgent, "storage-1"}).ok());
+  Status other_agent = CheckExpectedPeer(storage1, PeerIdentity{Role::kAgent, "storage-2"});
+  EXPECT_EQ(other_agent.code(), Code::kPermissionDenied);
+  EXPECT_NE(other_agent.message().find("peer presents pillar-csi://agent/storage-2 where "
+                                       "pillar-csi://agent/storage-1 was expected"),
+            std::string::npos)
+      << other_agent.message();
+  EXPECT_EQ(CheckExpectedPeer(storage1, PeerIdentity{Role::kNode, "storage-1"}).code(),
+            Code::kPermissionDenied);
+  EXPECT_EQ(CheckExpectedPeer(storage1, PeerIdentity{Role::kOperator, "storage-1"}).code(),
+            Code::kPermissionDenied);
+  StatusOr<PeerIdentity> none = Unauthenticated("certificate carries no pillar-csi URI SAN");
+  EXPECT_EQ(CheckExpectedPeer(storage1, none).code(), Code::kUnauthenticated);
+  // A role without a name: any controller, but only a controller.
+  ExpectedPeer any_controller{Role::kController, std::nullopt};
+  EXPECT_TRUE(CheckExpectedPeer(any_controller, PeerIdentity{Role::kController, "c-1"}).ok());
+  EXPECT_EQ(CheckExpectedPeer(any_controller, PeerIdentity{Role::kAgent, "c-1"}).code(),
+            Code::kPermissionDenied);
+}
+
 }  // namespace
 }  // namespace pillar

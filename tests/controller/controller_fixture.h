@@ -17,6 +17,7 @@
 #include "api/convert.h"
 #include "common/clock.h"
 #include "common/protocol_proto.h"
+#include "common/target_name.h"
 #include "common/temp_dir.h"
 #include "controller/desired.h"
 #include "controller/fake_agent.h"
@@ -191,7 +192,7 @@ class ControllerFixture : public ::testing::Test {
     av1::Export e;
     e.set_agent_volume_id(v.spec.agent_volume_id);
     e.set_protocol(ToProto(v.spec.protocol));
-    e.set_target_id("nqn.2024-01.com.bhyoo.pillar:" + name);
+    e.set_target_id(TargetName(kDefaultNqnPrefix, v.spec.agent_volume_id));
     e.mutable_spec()->set_bind_address(want->spec.bind_address);
     e.mutable_spec()->set_port(static_cast<int32_t>(want->spec.port));
     e.mutable_spec()->set_acl_enabled(want->spec.acl_enabled);

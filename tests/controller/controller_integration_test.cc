@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "agent/service/agent_process.h"
@@ -459,6 +460,139 @@ TEST_F(ControllerIntegrationTest, VolumeWithoutExportSpecIsNeverGuessedThenRepai
   ASSERT_TRUE(twice.ok());
   EXPECT_NE(twice->exit_code, 0);
   EXPECT_EQ(store_->Get("PillarVolumeState", "legacy-1")->status["exportSpec"]["aclEnabled"], true);
+}
+
+// An iSCSI CHAP volume's create: the key travels to the agent with it.
+grpc::Status CreateChap(csi::v1::Controller::Stub& csi, const std::string& name) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  csi::v1::CreateVolumeRequest req;
+  req.set_name(name);
+  req.mutable_capacity_range()->set_required_bytes(16LL << 20);
+  auto* cap = req.add_volume_capabilities();
+  cap->mutable_block();
+  cap->mutable_access_mode()->set_mode(VolumeCapability::AccessMode::SINGLE_NODE_WRITER);
+  auto& p = *req.mutable_parameters();
+  p["agent"] = "storage-1";
+  p["pool"] = "demo";
+  p["protocol"] = "iscsi";
+  p["bindAddress"] = "127.0.0.1";
+  p["auth"] = "chap";
+  (*req.mutable_secrets())["chapUsername"] = "tenant-a";
+  (*req.mutable_secrets())["chapPassword"] = "tenant-a-secret-1";
+  csi::v1::CreateVolumeResponse resp;
+  return csi.CreateVolume(&ctx, req, &resp);
+}
+
+// Every regular file under `dir` (recursively), as paths relative to it.
+std::vector<std::string> FilesUnder(const std::string& dir) {
+  std::vector<std::string> out;
+  if (!fs::exists(dir)) return out;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    if (e.is_regular_file()) out.push_back(fs::relative(e.path(), dir).string());
+  }
+  return out;
+}
+
+// Issue 22, item 1: each agent connection is bound to that agent's identity.
+// storage-1's address answered by another agent's certificate, or by a node's
+// certificate carrying storage-1's name and host, fails the handshake: the
+// agent is unreachable as far as the controller is concerned, and the CHAP key
+// of a create never reaches the impostor.
+TEST_F(ControllerIntegrationTest, AnAgentIsKnownByItsOwnIdentityAndNoImpostorGetsAKey) {
+  auto agent_state = [&](const std::string& reason) {
+    auto a = store_->Get("PillarAgent", "storage-1");
+    return a.ok() && a->status.dump().find("\"" + reason + "\"") != std::string::npos;
+  };
+  for (const std::string impostor : {"agent-2", "node-named-storage-1"}) {
+    SCOPED_TRACE(impostor);
+    agent_->Stop();
+    agent_->UseCert(impostor);
+    ASSERT_TRUE(agent_->Start()) << ReadWholeFile(tmp_.Sub("agent.log"));
+    // The controller says why, once it has tried: the identity presented and
+    // the one expected.
+    const std::string presented = impostor == "agent-2" ? "pillar-csi://agent/storage-2"
+                                                        : "pillar-csi://node/storage-1";
+    const std::string refusal =
+        "peer presents " + presented + " where pillar-csi://agent/storage-1 was expected";
+    ASSERT_GE(WaitForMs(
+                  [&] {
+                    return ReadWholeFile(tmp_.Sub("controller.log")).find(refusal) !=
+                           std::string::npos;
+                  },
+                  kCeiling),
+              0);
+    ASSERT_GE(WaitForMs([&] { return agent_state("Unreachable"); }, kCeiling), 0);
+    grpc::Status s = CreateChap(*csi_, "chap-" + impostor);
+    EXPECT_FALSE(s.ok());
+    EXPECT_EQ(FilesUnder(tmp_.Sub("state/credentials")), std::vector<std::string>{});
+    EXPECT_FALSE(fs::exists(tmp_.Sub("pools/demo/chap-" + impostor + ".img")));
+  }
+  // The real storage-1 again: connected, and its key arrives.
+  agent_->Stop();
+  agent_->UseCert("agent");
+  ASSERT_TRUE(agent_->Start()) << ReadWholeFile(tmp_.Sub("agent.log"));
+  ASSERT_GE(WaitForMs([&] { return agent_state("Connected"); }, kCeiling), 0);
+  grpc::Status s = CreateChap(*csi_, "chap-real");
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(FilesUnder(tmp_.Sub("state/credentials")).size(), 1U);
+}
+
+// Issue 22, item 3: a create refused because a foreign object holds the name
+// leaves no record, so nothing exports, marks or deletes that object: not the
+// reconciler's passes, not a DeleteVolume of the same name.
+TEST_F(ControllerIntegrationTest, ARefusedCreateLeavesNothingThatWouldTouchTheForeignObject) {
+  RegisterNode("node-a", kNqnA, kIpA);
+  const std::string image = tmp_.Sub("pools/demo/precious.img");
+  const std::string data(1 << 20, 'P');
+  { std::ofstream(image, std::ios::binary) << data; }
+  grpc::Status s = Create("precious", "nvmeof-tcp");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::ALREADY_EXISTS) << s.error_message();
+  EXPECT_EQ(store_->Get("PillarVolumeState", "precious").status().code(), Code::kNotFound);
+  // Several resyncs (2 s each) later, nothing was exported or fenced.
+  std::this_thread::sleep_for(std::chrono::seconds(5));
+  EXPECT_FALSE(fs::exists(Subsys("precious")));
+  for (const auto& f : FilesUnder(tmp_.Sub("state"))) {
+    EXPECT_EQ(f.find("precious"), std::string::npos) << f;
+  }
+  grpc::Status deleted = Delete("precious");
+  EXPECT_TRUE(deleted.ok()) << deleted.error_message();
+  EXPECT_EQ(ReadWholeFile(image), data);
+  // Retried as often as a CO likes: still refused, still no record.
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(Create("precious", "nvmeof-tcp").error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  }
+  EXPECT_EQ(store_->Get("PillarVolumeState", "precious").status().code(), Code::kNotFound);
+  EXPECT_EQ(ReadWholeFile(image), data);
+}
+
+// Issue 22, item 4: creates that fail leave no records behind (a tenant
+// churning failing claims grows nothing), and a size near INT64_MAX is
+// OUT_OF_RANGE instead of overflowing the rounding.
+TEST_F(ControllerIntegrationTest, FailedCreatesLeaveNoRecordsAndHugeSizesAreOutOfRange) {
+  for (int i = 0; i < 20; ++i) {
+    // import=true of storage that does not exist: NOT_FOUND from the agent.
+    grpc::Status s =
+        Create("churn-" + std::to_string(i), "nvmeof-tcp", nullptr, {{"import", "true"}});
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << s.error_message();
+  }
+  for (int64_t bytes : {std::numeric_limits<int64_t>::max(),
+                        std::numeric_limits<int64_t>::max() - int64_t{1 << 20}}) {
+    grpc::ClientContext ctx;
+    csi::v1::CreateVolumeRequest req;
+    req.set_name("huge");
+    req.mutable_capacity_range()->set_required_bytes(bytes);
+    *req.add_volume_capabilities() = Cap(true, VolumeCapability::AccessMode::SINGLE_NODE_WRITER);
+    (*req.mutable_parameters())["agent"] = "storage-1";
+    (*req.mutable_parameters())["pool"] = "demo";
+    (*req.mutable_parameters())["protocol"] = "nvmeof-tcp";
+    csi::v1::CreateVolumeResponse resp;
+    grpc::Status s = csi_->CreateVolume(&ctx, req, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::OUT_OF_RANGE) << bytes << ": " << s.error_message();
+  }
+  auto list = store_->List("PillarVolumeState");
+  ASSERT_TRUE(list.ok());
+  EXPECT_EQ(list->items.size(), 0U);
 }
 
 }  // namespace

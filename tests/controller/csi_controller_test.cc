@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <limits>
 #include <set>
 
 #include "common/credentials.h"
@@ -52,7 +53,7 @@ class CsiControllerTest : public ControllerFixture {
     quiet.resync_interval = std::chrono::hours(24);
     quiet.epoch_poll_interval = std::chrono::hours(24);
     reconciler_ = std::make_unique<ExportReconciler>(store(), agents_, clock_, quiet);
-    csi_ = std::make_unique<CsiController>(store(), agents_, *reconciler_, leader_);
+    csi_ = std::make_unique<CsiController>(store(), agents_, *reconciler_, leader_, clock_);
     agent_->AddPool("tank", 100 * kGiB, 40 * kGiB);
   }
 
@@ -222,6 +223,50 @@ TEST_F(CsiControllerTest, CreateVolumeRecordsTheExportSpecAndAnswersOnlyOnceExpo
             grpc::StatusCode::ALREADY_EXISTS);
 }
 
+// Issue 22, items 3 and 4: a create the agent refuses leaves no record; one
+// that may have left storage behind (the agent unreachable) keeps its record
+// for the retry, which reuses its lifecycle, and until the agent confirms it
+// nothing publishes, lists or reconciles it.
+TEST_F(CsiControllerTest, ARefusedCreateLeavesNoRecordAndAnUnconfirmedOneIsNoVolumeYet) {
+  csi::v1::CreateVolumeRequest req;
+  req.set_name("pvc-new");
+  req.mutable_capacity_range()->set_required_bytes(kGiB);
+  *req.add_volume_capabilities() = Capability();
+  (*req.mutable_parameters())["agent"] = kAgentRef;
+  (*req.mutable_parameters())["pool"] = "tank";
+  (*req.mutable_parameters())["protocol"] = "nvmeof-tcp";
+  csi::v1::CreateVolumeResponse resp;
+
+  agent_->FailWith(AgentCall::kCreateVolume, AlreadyExists("tank/pvc-new is not pillar's"));
+  EXPECT_EQ(csi_->CreateVolume(nullptr, &req, &resp).error_code(),
+            grpc::StatusCode::ALREADY_EXISTS);
+  EXPECT_EQ(store().Get(api::kKindVolume, "pvc-new").status().code(), Code::kNotFound);
+
+  agent_->FailWith(AgentCall::kCreateVolume, Unavailable("agent unreachable"));
+  EXPECT_EQ(csi_->CreateVolume(nullptr, &req, &resp).error_code(), grpc::StatusCode::UNAVAILABLE);
+  const store::Object pending = Get(api::kKindVolume, "pvc-new");
+  EXPECT_FALSE(api::IsProvisioned(Volume("pvc-new").status));
+  RegisterNode("node-a");
+  EXPECT_EQ(Publish("pvc-new", "node-a").error_code(), grpc::StatusCode::NOT_FOUND);
+  csi::v1::ListVolumesRequest lreq;
+  csi::v1::ListVolumesResponse lresp;
+  ASSERT_TRUE(csi_->ListVolumes(nullptr, &lreq, &lresp).ok());
+  for (const auto& e : lresp.entries()) EXPECT_NE(e.volume().volume_id(), "pvc-new");
+  EXPECT_EQ(agent_->Calls(AgentCall::kApplyExport), 0);
+
+  agent_->ClearFailure(AgentCall::kCreateVolume);
+  ASSERT_TRUE(csi_->CreateVolume(nullptr, &req, &resp).ok());
+  EXPECT_EQ(Get(api::kKindVolume, "pvc-new").uid, pending.uid) << "the retry's lifecycle";
+  EXPECT_TRUE(api::IsProvisioned(Volume("pvc-new").status));
+  EXPECT_EQ(Condition("pvc-new"), "True/Reconciled");
+
+  // Sizes whose rounding would overflow are OUT_OF_RANGE, recorded nowhere.
+  req.set_name("pvc-huge");
+  req.mutable_capacity_range()->set_required_bytes(std::numeric_limits<int64_t>::max() - 1);
+  EXPECT_EQ(csi_->CreateVolume(nullptr, &req, &resp).error_code(), grpc::StatusCode::OUT_OF_RANGE);
+  EXPECT_EQ(store().Get(api::kKindVolume, "pvc-huge").status().code(), Code::kNotFound);
+}
+
 // Issue 11: every repeated field of a request is capped, refused by name
 // before anything is recorded; parameters.import must be a boolean.
 TEST_F(CsiControllerTest, RequestsOverTheCapsOrWithABadImportAreRefusedAndRecordNothing) {
@@ -377,7 +422,7 @@ TEST_F(CsiControllerTest, PublishRecordsThenConfirmsAndRefusesASecondSingleNodeW
   csi::v1::ControllerPublishVolumeResponse resp;
   grpc::Status s = csi_->ControllerPublishVolume(nullptr, &req, &resp);
   ASSERT_TRUE(s.ok()) << s.error_message();
-  EXPECT_EQ(resp.publish_context().at("targetID"), "nqn.2024-01.com.bhyoo.pillar:pvc-1");
+  EXPECT_EQ(resp.publish_context().at("targetID"), "nqn.2026-12.com.bhyoo.pillar-csi:tank:2fpvc-1");
   EXPECT_EQ(resp.publish_context().at("port"), "4420");
   EXPECT_THAT(AllowedHosts("pvc-1"), ElementsAre(NqnOf("node-a")));
 
@@ -682,7 +727,8 @@ TEST_F(CsiControllerTest, ControllerGetVolumeReportsPublicationsAndTheCondition)
   EXPECT_EQ(resp.volume().volume_id(), "pvc-1");
   EXPECT_EQ(resp.volume().capacity_bytes(), kGiB);
   EXPECT_EQ(resp.volume().volume_context().at("protocol"), "nvmeof-tcp");
-  EXPECT_EQ(resp.volume().volume_context().at("targetID"), "nqn.2024-01.com.bhyoo.pillar:pvc-1");
+  EXPECT_EQ(resp.volume().volume_context().at("targetID"),
+            "nqn.2026-12.com.bhyoo.pillar-csi:tank:2fpvc-1");
   EXPECT_THAT(resp.status().published_node_ids(), ElementsAre("node-a"));
   EXPECT_FALSE(resp.status().volume_condition().abnormal());
   EXPECT_THAT(resp.status().volume_condition().message(), HasSubstr("Reconciled"));

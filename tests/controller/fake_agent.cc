@@ -4,20 +4,21 @@
 #include <set>
 
 #include "common/protocol_proto.h"
+#include "common/target_name.h"
 
 namespace pillar::controller::testing {
 
 namespace {
 
+// The names the real agent gives its targets with its default prefixes.
 std::string TargetId(const std::string& agent_volume_id, av1::Protocol p) {
-  std::string name = agent_volume_id.substr(agent_volume_id.find('/') + 1);
   switch (p) {
     case av1::PROTOCOL_ISCSI:
-      return "iqn.2024-01.com.bhyoo.pillar:" + name;
+      return TargetName(kDefaultIqnPrefix, agent_volume_id);
     case av1::PROTOCOL_NFS:
       return "/srv/pillar/" + agent_volume_id;
     default:
-      return "nqn.2024-01.com.bhyoo.pillar:" + name;
+      return TargetName(kDefaultNqnPrefix, agent_volume_id);
   }
 }
 

@@ -73,7 +73,7 @@ TEST_F(ReconcilerTest, MissingExportIsBuiltFromTheRecordedIntentWithItsFence) {
   EXPECT_EQ(Condition("pvc-1"), "True/Reconciled");
   auto v = Volume("pvc-1");
   ASSERT_TRUE(v.status.export_info.has_value());
-  EXPECT_EQ(v.status.export_info->target_id, "nqn.2024-01.com.bhyoo.pillar:pvc-1");
+  EXPECT_EQ(v.status.export_info->target_id, "nqn.2026-12.com.bhyoo.pillar-csi:tank:2fpvc-1");
   EXPECT_EQ(v.status.export_info->port, 4420);
 }
 
@@ -255,6 +255,66 @@ TEST_F(ReconcilerTest, ARecordWithoutStatusIsACreateInFlightUntilItsGraceEnds) {
   EXPECT_FALSE(out.create_pending);
   EXPECT_EQ(Condition("pvc-1"), "False/ExportSpecMissing");
   EXPECT_EQ(agent_->Calls(AgentCall::kApplyExport), 0) << "and still nothing guessed";
+}
+
+api::VolumeStatus Unconfirmed(api::VolumeStatus s) {
+  api::SetCondition(s.conditions, {api::kCondProvisioned, "False", api::kReasonCreating, "", "", 0},
+                    "2026-12-06T00:00:00Z");
+  return s;
+}
+
+// Issue 22, item 3: a record whose storage the agent has not confirmed (a
+// create under way, or one that failed and waits for its retry) is never
+// acted on: whatever holds its name on the agent may not be pillar's.
+TEST_F(ReconcilerTest, ARecordTheAgentHasNotConfirmedIsLeftAlone) {
+  RegisterNode("node-a");
+  CreateVolume(Spec("pvc-1"), Unconfirmed(Intent(true, {"node-a"}, 1)));
+  agent_->AddVolume("tank/pvc-1", 1LL << 30);  // someone's, of the same name
+  const std::string version = Get(api::kKindVolume, "pvc-1").resource_version;
+  auto out = Reconcile("pvc-1");
+  EXPECT_TRUE(out.not_provisioned);
+  EXPECT_FALSE(out.status_written);
+  reconciler().ResyncAll();
+  EXPECT_EQ(agent_->Calls(AgentCall::kApplyExport), 0);
+  EXPECT_EQ(agent_->Calls(AgentCall::kGetExport), 0);
+  EXPECT_EQ(agent_->Calls(AgentCall::kDeleteVolume), 0);
+  EXPECT_FALSE(agent_->MarkOf("tank/pvc-1").has_value());
+  EXPECT_EQ(Get(api::kKindVolume, "pvc-1").resource_version, version) << "nothing written";
+}
+
+// An unconfirmed record the CO never came back for is removed after
+// abandoned_create_ttl, with the storage of its lifecycle on the agent; a
+// young one is left to the create that may still be in flight.
+TEST_F(ReconcilerTest, AnAbandonedCreateIsReapedWithWhatItsLifecycleLeft) {
+  CreateVolume(Spec("pvc-1"), Unconfirmed(Intent(true, {}, 0)));
+  agent_->AddVolume("tank/pvc-1", 1LL << 30);  // made, but the answer was lost
+  options_.abandoned_create_ttl = std::chrono::hours(1);
+  reconciler().ResyncAll();
+  EXPECT_EQ(agent_->Calls(AgentCall::kDeleteVolume), 0);
+  EXPECT_TRUE(store().Get(api::kKindVolume, "pvc-1").ok());
+
+  reconciler_.reset();
+  options_.abandoned_create_ttl = milliseconds(0);
+  std::this_thread::sleep_for(milliseconds(1100));  // creationTimestamp has seconds only
+  reconciler().ResyncAll();
+  EXPECT_EQ(agent_->Calls(AgentCall::kDeleteVolume), 1);
+  EXPECT_FALSE(agent_->VolumeOf("tank/pvc-1").has_value());
+  EXPECT_EQ(store().Get(api::kKindVolume, "pvc-1").status().code(), Code::kNotFound);
+}
+
+// Issue 22, item 2: the target consumers are told is the one the controller
+// derives; an agent reporting another (a victim's NQN) is ReconcileFailed and
+// its claim is never recorded in exportInfo.
+TEST_F(ReconcilerTest, AnAgentsClaimOfAnotherTargetIsNeverTakenForConsumers) {
+  RegisterNode("node-a");
+  CreateVolume(Spec("pvc-1"), Intent(true, {"node-a"}, 1));
+  const std::string victim = "nqn.2026-12.com.bhyoo.pillar-csi:tank:2fvictim";
+  agent_->RewriteApply([&](av1::Export& e) { e.set_target_id(victim); });
+  auto out = Reconcile("pvc-1");
+  EXPECT_EQ(Condition("pvc-1"), "False/ReconcileFailed");
+  EXPECT_THAT(out.condition.message, HasSubstr("reports target " + victim));
+  EXPECT_THAT(out.condition.message, HasSubstr("nqn.2026-12.com.bhyoo.pillar-csi:tank:2fpvc-1"));
+  EXPECT_FALSE(Volume("pvc-1").status.export_info.has_value());
 }
 
 TEST_F(ReconcilerTest, RealFencingRefusalIsStaleGeneration) {

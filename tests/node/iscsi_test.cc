@@ -18,7 +18,7 @@ constexpr const char* kIqn = "iqn.2026-01.com.bhyoo.pillar:tank.pvc-1";
 
 RemoteTarget Target() {
   RemoteTarget t;
-  t.protocol = "iscsi";
+  t.protocol = Protocol::kIscsi;
   t.target_id = kIqn;
   t.address = "10.0.0.1";
   t.port = 3260;

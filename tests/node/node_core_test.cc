@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <filesystem>
@@ -28,6 +29,8 @@ using testing::NvmeSysfsBuilder;
 using testing::WriteText;
 
 constexpr const char* kNqn = "nqn.2026-01.com.bhyoo.pillar:tank.pvc-1";
+// Another volume's subsystem: a target of its own, like every pillar volume's.
+constexpr const char* kNqn2 = "nqn.2026-01.com.bhyoo.pillar:tank.pvc-2";
 constexpr const char* kHostNqn =
     "nqn.2014-08.org.nvmexpress:uuid:5d1b5a2e-8a5b-4bd5-9c1e-0c7b1f1a2b3c";
 
@@ -113,7 +116,17 @@ class NodeCoreTest : public ::testing::Test {
     std::filesystem::create_directories(tmp_.Sub("kubelet"));
     // The target: connecting creates the subsystem, controller and the
     // namespaces this test exported.
-    exec_.On({"nvme", "connect"}, [this](const Command&) { return ConnectTarget(); });
+    exec_.On({"nvme", "connect"}, [this](const Command& c) {
+      // `nvme connect ... -n NQN`: pvc-2's subsystem is nvme-subsys1.
+      auto n = std::find(c.argv.begin(), c.argv.end(), "-n");
+      if (n != c.argv.end() && n + 1 != c.argv.end() && *(n + 1) == kNqn2) {
+        sys_.AddSubsystem(1, kNqn2);
+        sys_.AddController(1, 1, kNqn2, "10.0.0.1", 4420);
+        sys_.AddNamespace(1, 1, 1, 1);
+        return StatusOr<ExecResult>(ExecResult{0, "", ""});
+      }
+      return ConnectTarget();
+    });
     exec_.On({"nvme", "disconnect"}, [this](const Command&) -> StatusOr<ExecResult> {
       sys_.RemoveSubsystem(0);
       for (int64_t nsid : exported_) sys_.RemoveNamespace(0, static_cast<int>(nsid));
@@ -133,17 +146,17 @@ class NodeCoreTest : public ::testing::Test {
     return tmp_.Sub("kubelet/pods/u1/volumes/" + vol + "/mount");
   }
 
-  StageRequest Stage(const std::string& vol = "pvc-1", int64_t nsid = 1) {
+  // pvc-2 has a subsystem of its own unless `nqn` says otherwise.
+  StageRequest Stage(const std::string& vol = "pvc-1", const std::string& nqn = "") {
     StageRequest r;
     r.volume_id = vol;
     r.staging_path = Staging(vol);
     r.context = {{"protocol", "nvmeof-tcp"},
-                 {"targetID", kNqn},
+                 {"targetID", !nqn.empty() ? nqn : vol == "pvc-2" ? kNqn2 : kNqn},
                  {"address", "10.0.0.1"},
                  {"port", "4420"},
                  {"fsType", "ext4"},
-                 {"agentVolumeID", "tank/" + vol},
-                 {"nsid", std::to_string(nsid)}};
+                 {"agentVolumeID", "tank/" + vol}};
     return r;
   }
   PublishRequest Publish(const std::string& vol = "pvc-1") {
@@ -256,8 +269,7 @@ TEST_F(NodeCoreTest, InvalidRequestsRunNothing) {
                                                         {"port", "0"},
                                                         {"port", "70000"},
                                                         {"port", "44x"},
-                                                        {"protocol", "fc"},
-                                                        {"ctrlLossTmo", "-1"}}) {
+                                                        {"protocol", "fc"}}) {
     r = Stage();
     r.context[key] = value;
     s = core().Stage(r);
@@ -280,15 +292,6 @@ TEST_F(NodeCoreTest, InvalidRequestsRunNothing) {
 
   EXPECT_TRUE(exec_.calls().empty());
   EXPECT_TRUE(mounter_.mount_calls.empty());
-}
-
-TEST_F(NodeCoreTest, CtrlLossTmoFromTheContextReachesNvmeConnect) {
-  StageRequest r = Stage();
-  r.context["ctrlLossTmo"] = "600";
-  r.context["reconnectDelay"] = "5";
-  ASSERT_TRUE(core().Stage(r).ok());
-  EXPECT_NE(exec_.CallLines()[0].find(" --ctrl-loss-tmo=600 --reconnect-delay=5"),
-            std::string::npos);
 }
 
 TEST_F(NodeCoreTest, PublishOfAVolumeNotStagedIsFailedPrecondition) {
@@ -392,15 +395,23 @@ TEST_F(NodeCoreTest, UnstageUnmountsDisconnectsAndForgets) {
   EXPECT_TRUE(exec_.calls().empty());
 }
 
-TEST_F(NodeCoreTest, DisconnectOnlyWhenTheLastUserUnstages) {
-  exported_ = {1, 2};
-  ASSERT_TRUE(core().Stage(Stage("pvc-1", 1)).ok());
-  ASSERT_TRUE(core().Stage(Stage("pvc-2", 2)).ok());
-  EXPECT_EQ(CountCalls(exec_, "nvme connect"), 1);  // the second found it connected
+// Issue 22, item 2: a target is one volume's. A context that names the target
+// another staged volume uses (a controller or agent claiming a victim's NQN)
+// is refused before anything connects, formats or mounts.
+TEST_F(NodeCoreTest, ATargetStagedForAnotherVolumeIsNeverStagedAgain) {
+  ASSERT_TRUE(core().Stage(Stage("pvc-1")).ok());
+  exec_.ClearCalls();
+  mounter_.mount_calls.clear();
+  Status s = core().Stage(Stage("pvc-2", kNqn));
+  EXPECT_EQ(s.code(), Code::kFailedPrecondition) << s.ToString();
+  EXPECT_NE(s.message().find("staged for volume pvc-1"), std::string::npos) << s.message();
+  EXPECT_TRUE(exec_.calls().empty());
+  EXPECT_TRUE(mounter_.mount_calls.empty());
+  EXPECT_FALSE(node_->records().Get("pvc-2").ok());
+  // Its own target stages, and each unstage disconnects its own.
+  ASSERT_TRUE(core().Stage(Stage("pvc-2")).ok());
   ASSERT_TRUE(core().Unstage("pvc-1", Staging("pvc-1")).ok());
-  EXPECT_EQ(CountCalls(exec_, "nvme disconnect"), 0);
-  ASSERT_TRUE(core().Unstage("pvc-2", Staging("pvc-2")).ok());
-  EXPECT_EQ(CountCalls(exec_, "nvme disconnect"), 1);
+  EXPECT_EQ(exec_.CallLines().back(), std::string("nvme disconnect -n ") + kNqn);
 }
 
 TEST_F(NodeCoreTest, UnstageRefusesToDisconnectADeviceStillMounted) {
@@ -551,9 +562,7 @@ TEST_F(NodeCoreTest, EveryOperationOnAVolumeAlreadyInProgressIsAborted) {
   EXPECT_TRUE(mounter_.unmount_calls.empty());
   EXPECT_TRUE(mounter_.IsMounted(Target()));
   // Another volume is not held up.
-  exported_ = {1, 2};
-  sys_.AddNamespace(0, 2, 0, 2);
-  EXPECT_TRUE(core().Stage(Stage("pvc-2", 2)).ok());
+  EXPECT_TRUE(core().Stage(Stage("pvc-2")).ok());
 }
 
 // The same, with a real NodeStage blocked in nvme connect: the lock must be

@@ -23,7 +23,7 @@ constexpr const char* kHostNqn =
 
 RemoteTarget Target(const std::string& nqn = kNqn) {
   RemoteTarget t;
-  t.protocol = "nvmeof-tcp";
+  t.protocol = Protocol::kNvmeofTcp;
   t.target_id = nqn;
   t.address = "10.0.0.1";
   t.port = 4420;
@@ -106,6 +106,42 @@ TEST_F(NodeNvmeTest, HiddenPathNodeIsNeverTheDevice) {
   EXPECT_FALSE(sysfs.FindNamespaceDevice(kNqn, 1).has_value());
 }
 
+// Issue 22, item 2: the device is matched by the whole connection. The
+// subsystem NQN this volume names is already connected, but to another
+// storage node (a victim's volume, named by an impostor): its namespace is
+// never this volume's device, no connect is tried, and Check says why.
+TEST_F(NodeNvmeTest, ANamespaceOfTheSameNqnAtAnotherAddressIsNeverTheDevice) {
+  sys_.AddSubsystem(0, kNqn);
+  sys_.AddController(0, 0, kNqn, "10.0.0.9", 4420);  // the victim's connection
+  sys_.AddNamespace(0, 1, 0, 1);
+  bool connected = false;
+  exec_.On({"nvme", "connect"}, [&](const Command&) -> StatusOr<ExecResult> {
+    connected = true;
+    return ExecResult{0, "", ""};
+  });
+  NvmeAttacher a = Attacher();
+  auto dev = a.Attach(Target());
+  EXPECT_EQ(dev.status().code(), Code::kFailedPrecondition) << dev.status().ToString();
+  EXPECT_NE(dev.status().message().find("10.0.0.9:4420"), std::string::npos)
+      << dev.status().message();
+  EXPECT_FALSE(connected);
+  DeviceHealth h = a.Check(Target());
+  EXPECT_EQ(h.device, "");
+  EXPECT_NE(h.problem.find("not this volume's 10.0.0.1:4420"), std::string::npos) << h.problem;
+
+  // The same address but another port is another connection too.
+  RemoteTarget other_port = Target();
+  other_port.address = "10.0.0.9";
+  other_port.port = 4421;
+  EXPECT_EQ(a.Attach(other_port).status().code(), Code::kFailedPrecondition);
+  // Its own connection finds it.
+  RemoteTarget own = Target();
+  own.address = "10.0.0.9";
+  auto own_device = a.Attach(own);
+  ASSERT_TRUE(own_device.ok()) << own_device.status().ToString();
+  EXPECT_EQ(*own_device, "/dev/nvme0n1");
+}
+
 TEST_F(NodeNvmeTest, ConnectArgvIsExact) {
   RemoteTarget t = Target();
   EXPECT_EQ(
@@ -162,9 +198,8 @@ TEST_F(NodeNvmeTest, ReconnectingControllerIsNotConnectedAgain) {
   EXPECT_NE(a.Check(Target()).problem.find("reconnecting"), std::string::npos);
 }
 
-TEST_F(NodeNvmeTest, DeletingControllerOrOtherPortalMeansConnect) {
+TEST_F(NodeNvmeTest, DeletingControllerMeansConnect) {
   sys_.AddSubsystem(0, kNqn);
-  sys_.AddController(0, 0, kNqn, "10.0.0.9", 4420);  // another portal
   sys_.AddController(0, 1, kNqn, "10.0.0.1", 4420, "deleting");
   sys_.AddNamespace(0, 1, 0, 1);
   exec_.OnOutput({"nvme", "connect"}, "");
@@ -195,7 +230,7 @@ TEST_F(NodeNvmeTest, FailedConnectIsAClearError) {
 TEST_F(NodeNvmeTest, MissingDeviceOnConnectedSubsystemIsRescannedOnEachController) {
   sys_.AddSubsystem(0, kNqn);
   sys_.AddController(0, 0, kNqn, "10.0.0.1", 4420);
-  sys_.AddController(0, 1, kNqn, "10.0.0.2", 4420);
+  sys_.AddController(0, 1, kNqn, "10.0.0.1", 4420);  // a second path to the same portal
   int rescans = 0;
   exec_.On({"nvme", "ns-rescan"}, [&](const Command&) -> StatusOr<ExecResult> {
     if (++rescans == 2) sys_.AddNamespace(0, 4, 0, 1);  // appears after the last rescan

@@ -19,8 +19,9 @@ TEST(NodeStageRecords, RoundTripAndList) {
   StageRecord r;
   r.volume_id = "pvc-1";
   r.staging_path = "/var/lib/kubelet/plugins/x/globalmount";
-  r.target = {"nvmeof-tcp", "nqn.2026-01.com.bhyoo.pillar:tank.pvc-1", "fd00::1", 4420, 3, 0, 60,
-              std::nullopt};
+  r.target = {
+      Protocol::kNvmeofTcp, "nqn.2026-01.com.bhyoo.pillar:tank.pvc-1", "fd00::1", 4420, 3, 0, 60,
+      std::nullopt};
   r.fs_type = "xfs";
   r.mount_flags = {"noatime"};
   r.device = "/dev/nvme0n3";

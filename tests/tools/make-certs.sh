@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # make-certs.sh DIR: a throwaway CA and one certificate per role, each with its
-# pillar-csi://<role>/<name> URI SAN (docs/security.md): agent (server,
-# localhost and 127.0.0.1), controller (also the registry's server certificate),
-# operator, node-a and node-b (node plugins); a certificate without a role
+# pillar-csi://<role>/<name> URI SAN (docs/security.md): agent (storage-1's
+# server certificate, localhost and 127.0.0.1; agent-2 and node-named-storage-1
+# impersonate it), controller (also the registry's server certificate), operator, node-a and node-b (node plugins); a certificate without a role
 # (CA-signed, no URI), and one from an unrelated CA (to prove they are
 # refused). For tests and the demo only.
 set -euo pipefail
@@ -25,6 +25,10 @@ mkleaf() {  # name ca san
 mkca ca
 mkca rogue-ca
 mkleaf agent ca "DNS:localhost,IP:127.0.0.1,URI:pillar-csi://agent/storage-1"
+# Impostors of storage-1 that name the dialled host: another agent's
+# certificate, and a node's that carries the agent's name.
+mkleaf agent-2 ca "DNS:localhost,IP:127.0.0.1,URI:pillar-csi://agent/storage-2"
+mkleaf node-named-storage-1 ca "DNS:localhost,IP:127.0.0.1,URI:pillar-csi://node/storage-1"
 mkleaf controller ca "DNS:pillar-controller,DNS:localhost,IP:127.0.0.1,URI:pillar-csi://controller/pillar-controller"
 mkleaf operator ca "URI:pillar-csi://operator/admin"
 mkleaf node-a ca "URI:pillar-csi://node/node-a"

@@ -10,6 +10,7 @@
 #include "common/credentials.h"
 #include "common/protocol.h"
 #include "common/status.h"
+#include "common/target_name.h"
 
 namespace pillar::agent {
 
@@ -81,16 +82,5 @@ class Exporter {
   // (module reload, nfsd restart), or empty when the target is not loaded.
   virtual std::string StateToken() = 0;
 };
-
-// Pillar's target names: "<prefix>:<escaped agent volume id>". Bytes outside
-// [a-z0-9.-] become ":xx" (lower-case hex), which is injective because ':'
-// never occurs in a volume id, and yields a valid NQN and IQN alike.
-std::string TargetName(const std::string& prefix, const std::string& agent_volume_id);
-// Inverse of TargetName; nullopt when `name` is not one of ours.
-std::optional<std::string> AgentVolumeIdFromTarget(const std::string& prefix,
-                                                   const std::string& name);
-
-constexpr const char* kDefaultNqnPrefix = "nqn.2026-12.com.bhyoo.pillar-csi";
-constexpr const char* kDefaultIqnPrefix = "iqn.2026-12.com.bhyoo.pillar-csi";
 
 }  // namespace pillar::agent

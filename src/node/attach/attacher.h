@@ -9,18 +9,21 @@
 #include <string>
 
 #include "common/credentials.h"
+#include "common/protocol.h"
 #include "common/status.h"
 
 namespace pillar::node {
 
 // Where a volume lives, from the volume / publish context (validated).
 struct RemoteTarget {
-  std::string protocol;   // "nvmeof-tcp" | "iscsi" | "nfs"
+  Protocol protocol = Protocol::kNvmeofTcp;
   std::string target_id;  // subsystem NQN | target IQN | exported path
   std::string address;    // numeric IP
   int port = 0;
-  int64_t nsid = 1;                    // NVMe namespace id (pillar exports one namespace, id 1)
-  int64_t lun = 0;                     // iSCSI LUN (pillar exports LUN 0)
+  // pillar exports one namespace per subsystem, id 1, and one LUN per
+  // target, 0: the target names the volume, these only name the device.
+  int64_t nsid = 1;
+  int64_t lun = 0;
   std::optional<int> ctrl_loss_tmo;    // nvme connect --ctrl-loss-tmo
   std::optional<int> reconnect_delay;  // nvme connect --reconnect-delay
   // auth=chap volumes: from the NodeStage secrets; never written to a stage
@@ -28,8 +31,13 @@ struct RemoteTarget {
   // or open-iscsi's node database already holds).
   Credentials credentials;
 
-  // Volumes with the same key share a connection (subsystem / session).
-  std::string ConnectionKey() const { return protocol + "|" + target_id; }
+  // The whole connection (subsystem / session / export): protocol, target,
+  // address and port. pillar gives every volume a target of its own, so no
+  // two staged volumes ever have the same key.
+  std::string ConnectionKey() const {
+    return std::string(ProtocolName(protocol)) + "|" + target_id + "|" + address + "|" +
+           std::to_string(port);
+  }
 };
 
 struct DeviceHealth {

@@ -86,8 +86,10 @@ std::vector<IscsiSession> IscsiSysfs::SessionsTo(const std::string& target,
   std::vector<IscsiSession> out;
   for (auto& s : Sessions()) {
     if (s.target != target) continue;
-    if (!s.address.empty() && CanonicalIp(s.address) != CanonicalIp(address)) continue;
-    if (!s.port.empty() && s.port != std::to_string(port)) continue;
+    // The whole connection: a session whose portal cannot be read is not
+    // known to be this one.
+    if (s.address.empty() || CanonicalIp(s.address) != CanonicalIp(address)) continue;
+    if (s.port != std::to_string(port)) continue;
     out.push_back(std::move(s));
   }
   return out;

@@ -8,16 +8,6 @@
 
 namespace pillar::node {
 
-Status ValidateExportPath(std::string_view field, std::string_view value) {
-  RETURN_IF_ERROR(ValidateCleanPath(field, value));
-  for (char c : value) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '_' || c == '.' || c == '+' || c == '/' || c == '-';
-    if (!ok) return InvalidArgument(std::string(field) + " has a forbidden character");
-  }
-  return Status::Ok();
-}
-
 Command NfsMounter::MountCommand(const RemoteTarget& t, const std::string& staging,
                                  const std::vector<std::string>& options, bool read_only) {
   std::vector<std::string> opts = options;
@@ -41,7 +31,7 @@ Command NfsMounter::MountCommand(const RemoteTarget& t, const std::string& stagi
 
 Status NfsMounter::Mount(const RemoteTarget& t, const std::string& staging,
                          const std::vector<std::string>& options, bool read_only) {
-  RETURN_IF_ERROR(ValidateExportPath("targetID", t.target_id));
+  RETURN_IF_ERROR(validate::ExportPath("targetID", t.target_id));
   RETURN_IF_ERROR(validate::IpAddress("address", t.address));
   if (t.port != 0) RETURN_IF_ERROR(validate::Port("port", t.port));
   RETURN_IF_ERROR(ValidateCleanPath("staging_target_path", staging));

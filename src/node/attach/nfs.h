@@ -11,10 +11,6 @@
 
 namespace pillar::node {
 
-// An exported path: absolute, clean, [A-Za-z0-9_.+/-] only, so it cannot
-// carry a second mount source or an option.
-Status ValidateExportPath(std::string_view field, std::string_view value);
-
 class NfsMounter {
  public:
   explicit NfsMounter(Exec& exec) : exec_(exec) {}

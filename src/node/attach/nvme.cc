@@ -69,6 +69,20 @@ NvmeAttacher::PathState NvmeAttacher::PathTo(const RemoteTarget& t, const NvmeSu
   return best;
 }
 
+Status NvmeAttacher::CheckOneTarget(const RemoteTarget& t, const NvmeSubsystem& sub) {
+  for (const auto& c : sub.controllers) {
+    if (c.transport == "tcp" && CanonicalIp(c.traddr) == CanonicalIp(t.address) &&
+        c.trsvcid == std::to_string(t.port)) {
+      continue;
+    }
+    return FailedPrecondition("subsystem " + t.target_id + " is connected through " + c.name +
+                              " to " + c.transport + " " + c.traddr + ":" + c.trsvcid +
+                              ", not this volume's " + t.address + ":" + std::to_string(t.port) +
+                              "; its namespaces belong to that connection: refusing them");
+  }
+  return Status::Ok();
+}
+
 Status NvmeAttacher::Connect(const RemoteTarget& t) {
   auto raw = fs_.ReadFile(host_nqn_file_);
   std::string host_nqn = raw.ok() ? TrimSpace(*raw) : "";
@@ -113,6 +127,7 @@ StatusOr<int> NvmeAttacher::RescanControllers(const NvmeSubsystem& sub) {
 
 StatusOr<std::string> NvmeAttacher::Attach(const RemoteTarget& t) {
   RETURN_IF_ERROR(ValidateTarget(t));
+  if (auto sub = sysfs_.FindSubsystem(t.target_id)) RETURN_IF_ERROR(CheckOneTarget(t, *sub));
   AttachSteps steps;
   steps.target = Describe(t);
   steps.rescan_name = "nvme ns-rescan";
@@ -122,6 +137,8 @@ StatusOr<std::string> NvmeAttacher::Attach(const RemoteTarget& t) {
   };
   steps.connect = [&] { return Connect(t); };
   steps.find_device = [&]() -> std::optional<std::string> {
+    auto sub = sysfs_.FindSubsystem(t.target_id);
+    if (!sub || !CheckOneTarget(t, *sub).ok()) return std::nullopt;
     if (auto dev = sysfs_.FindNamespaceDevice(t.target_id, t.nsid)) return "/dev/" + *dev;
     return std::nullopt;
   };
@@ -135,7 +152,13 @@ StatusOr<std::string> NvmeAttacher::Attach(const RemoteTarget& t) {
                 : "the subsystem is connected through " + std::to_string(sub->controllers.size()) +
                       " controller(s)";
   };
-  return ConnectAndWaitForDevice(clock_, options_, steps);
+  ASSIGN_OR_RETURN(std::string device, ConnectAndWaitForDevice(clock_, options_, steps));
+  // Checked again now that the connect is done: another connection to the
+  // same NQN may have appeared meanwhile.
+  auto sub = sysfs_.FindSubsystem(t.target_id);
+  if (!sub) return Unavailable("subsystem " + t.target_id + " went away during the attach");
+  RETURN_IF_ERROR(CheckOneTarget(t, *sub));
+  return device;
 }
 
 Status NvmeAttacher::Detach(const RemoteTarget& t) {
@@ -155,9 +178,14 @@ DeviceHealth NvmeAttacher::Check(const RemoteTarget& t) {
   auto sub = sysfs_.FindSubsystem(t.target_id);
   PathState path = PathTo(t, sub ? &*sub : nullptr);
   h.connected = path == PathState::kLive;
-  if (auto dev = sysfs_.FindNamespaceDevice(t.target_id, t.nsid)) h.device = "/dev/" + *dev;
+  Status one_target = sub ? CheckOneTarget(t, *sub) : Status::Ok();
+  if (one_target.ok()) {
+    if (auto dev = sysfs_.FindNamespaceDevice(t.target_id, t.nsid)) h.device = "/dev/" + *dev;
+  }
   if (!sub) {
     h.problem = "subsystem " + t.target_id + " is not connected";
+  } else if (!one_target.ok()) {
+    h.problem = one_target.message();
   } else if (path == PathState::kPending) {
     h.problem = "controller to " + t.address + ":" + std::to_string(t.port) + " is reconnecting";
   } else if (path == PathState::kNone) {

@@ -38,6 +38,12 @@ class NvmeAttacher : public BlockAttacher {
   enum class PathState { kNone, kPending, kLive };
   // The state of this host's controller to t.address:t.port in the subsystem.
   PathState PathTo(const RemoteTarget& t, const NvmeSubsystem* sub);
+  // A subsystem NQN names one target, at one address: a subsystem of t's NQN
+  // with a controller to another transport, address or port belongs to
+  // another connection (another storage node's volume, or an impostor's
+  // claim), so none of its namespaces is t's device. FAILED_PRECONDITION
+  // naming both connections then; OK when there is no such controller.
+  static Status CheckOneTarget(const RemoteTarget& t, const NvmeSubsystem& sub);
   Status Connect(const RemoteTarget& t);
   // ns-rescan on every live controller of the subsystem; returns how many
   // ran, or which of them failed (each failure is logged too).

@@ -273,6 +273,19 @@ TEST_F(AgentGrpcTest, StorageNotMarkedAsPillarsIsNeverAdoptedOrTouched) {
               grpc::StatusCode::FAILED_PRECONDITION);
     EXPECT_EQ(fs::file_size(image), data.size());
   }
+  // Never exported either (issue 22): an export of unmarked storage is
+  // refused before a fencing mark is planted, so no later call finds one.
+  {
+    auto as = Apply("demo/precious", 1, {kHostA});
+    EXPECT_EQ(as.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << as.error_message();
+    EXPECT_FALSE(
+        fs::exists(tmp_.Sub("configfs/nvmet/subsystems/"
+                            "nqn.2026-12.com.bhyoo.pillar-csi:demo:2fprecious")));
+    for (const auto& e : fs::recursive_directory_iterator(tmp_.Sub("state"))) {
+      EXPECT_EQ(e.path().string().find("precious"), std::string::npos) << e.path();
+    }
+    EXPECT_TRUE(unchanged());
+  }
 
   // The explicit import: marks it as kUid's, data intact; then another
   // lifecycle can neither adopt, grow, export nor delete it.
@@ -304,23 +317,47 @@ TEST_F(AgentGrpcTest, StorageNotMarkedAsPillarsIsNeverAdoptedOrTouched) {
   }
 }
 
-// A volume of a pillar older than the marks: its image has no mark, but the
-// agent's fencing mark of the same lifecycle vouches for it.
-TEST_F(AgentGrpcTest, VolumeFromBeforeTheMarksKeepsWorkingThroughItsFencingMark) {
+// Issue 22, item 3: a fencing mark never stands in for ownership. Storage
+// without an ownership mark (here: a volume whose sidecar is gone) is neither
+// re-created, exported, grown nor deleted, whatever marks the agent holds;
+// and an unexport plants no mark for a volume the agent has none for.
+TEST_F(AgentGrpcTest, AFencingMarkNeverStandsInForOwnership) {
   ASSERT_TRUE(Create("pvc-1").ok());
-  fs::remove(tmp_.Sub("pools/demo/.pillar/pvc-1.json"));  // as an older pillar left it
-  EXPECT_TRUE(Create("pvc-1").ok());                      // a retried create
-  EXPECT_TRUE(fs::exists(tmp_.Sub("pools/demo/.pillar/pvc-1.json")));
-  fs::remove(tmp_.Sub("pools/demo/.pillar/pvc-1.json"));
-  EXPECT_EQ(Create("pvc-1", kOtherUid).error_code(), grpc::StatusCode::ALREADY_EXISTS);
-  grpc::ClientContext ctx;
-  v1::DeleteVolumeRequest del;
-  del.set_agent_volume_id("demo/pvc-1");
-  del.set_volume_uid(kUid);
-  v1::DeleteVolumeResponse resp;
-  auto ds = stub_->DeleteVolume(&ctx, del, &resp);
-  ASSERT_TRUE(ds.ok()) << ds.error_message();
-  EXPECT_FALSE(fs::exists(tmp_.Sub("pools/demo/pvc-1.img")));
+  const std::string image = tmp_.Sub("pools/demo/pvc-1.img");
+  fs::remove(tmp_.Sub("pools/demo/.pillar/pvc-1.json"));  // unmarked now
+  EXPECT_EQ(Create("pvc-1").error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  EXPECT_FALSE(fs::exists(tmp_.Sub("pools/demo/.pillar/pvc-1.json")));
+  auto applied = Apply("demo/pvc-1", 1, {kHostA});
+  EXPECT_EQ(applied.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(applied.error_message().find("not pillar's"), std::string::npos)
+      << applied.error_message();
+  EXPECT_EQ(Expand("demo/pvc-1", 128LL << 20, kUid).error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(Delete("demo/pvc-1").error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(fs::file_size(image), size_t{64} << 20);
+
+  // Unexport of a volume the agent holds no mark for: OK, and no mark made.
+  auto marks = [&] {
+    std::vector<std::string> out;
+    for (const auto& e : fs::recursive_directory_iterator(tmp_.Sub("state"))) {
+      if (e.is_regular_file()) out.push_back(e.path().filename().string());
+    }
+    return out;
+  };
+  auto before = marks();
+  {
+    grpc::ClientContext ctx;
+    v1::UnexportVolumeRequest req;
+    req.set_agent_volume_id("demo/never-made");
+    req.set_protocol(v1::PROTOCOL_NVMEOF_TCP);
+    req.mutable_fence()->set_volume_uid(kOtherUid);
+    req.mutable_fence()->set_publication_generation(7);
+    v1::UnexportVolumeResponse resp;
+    auto s = stub_->UnexportVolume(&ctx, req, &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+  }
+  EXPECT_EQ(marks(), before);
+  EXPECT_FALSE(fs::exists(tmp_.Sub("pools/demo/never-made.img")));
 }
 
 // An NFS volume's directory gets the root mode and owner the controller

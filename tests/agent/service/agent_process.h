@@ -51,8 +51,8 @@ class AgentProcess {
     std::vector<std::string> args = {PILLAR_AGENT_SIM_BIN,
                                      "--listen=127.0.0.1:" + std::to_string(port_),
                                      "--ready-file=" + ready,
-                                     "--tls-cert=" + dir_ + "/certs/agent.crt",
-                                     "--tls-key=" + dir_ + "/certs/agent.key",
+                                     "--tls-cert=" + dir_ + "/certs/" + cert_ + ".crt",
+                                     "--tls-key=" + dir_ + "/certs/" + cert_ + ".key",
                                      "--tls-ca=" + dir_ + "/certs/ca.crt",
                                      "--node-name=storage-1",
                                      "--pool=demo=file:" + dir_ + "/pools/demo",
@@ -69,6 +69,9 @@ class AgentProcess {
   }
 
   void Stop() { child_.Stop(); }
+
+  // The next Start presents certs/`name`.crt (default "agent", storage-1's).
+  void UseCert(std::string name) { cert_ = std::move(name); }
 
   int port() const { return port_; }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
@@ -87,6 +90,7 @@ class AgentProcess {
 
  private:
   std::string dir_;
+  std::string cert_ = "agent";
   ChildProcess child_;
   int port_ = 0;
 };

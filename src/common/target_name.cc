@@ -1,8 +1,8 @@
+#include "common/target_name.h"
+
 #include <cstdio>
 
-#include "agent/exporters/exporter.h"
-
-namespace pillar::agent {
+namespace pillar {
 namespace {
 
 bool Plain(char c) {
@@ -56,4 +56,4 @@ std::optional<std::string> AgentVolumeIdFromTarget(const std::string& prefix,
   return out;
 }
 
-}  // namespace pillar::agent
+}  // namespace pillar
