@@ -26,8 +26,12 @@ t0=$SECONDS
 # e2e.test only for Kubernetes' storage suite (not run by this stage yet).
 node_tools=(loopback host-local bridge portmap runc ctr containerd-shim-runc-v2 containerd kubelet kube-scheduler)
 say "building or finding the tools (cold: ~30 min on 2 cores; cached after)"
+# PILLAR_K8S_E2E_NODES_ONLY=1: only the nodes and a first pod (no pillar, no
+# CSI sidecars or helm needed).
+nodes_only=${PILLAR_K8S_E2E_NODES_ONLY:-0}
+CSI_BIN=""
 if ! K8S_BIN=$(tests/k8s/build-tools.sh | tail -1) ||
-  ! CSI_BIN=$(tests/k8s/build-csi-tools.sh | tail -1) ||
+  { [[ $nodes_only != 1 ]] && ! CSI_BIN=$(tests/k8s/build-csi-tools.sh | tail -1); } ||
   ! NODE_BIN=$(tests/k8s/build-node-tools.sh "${node_tools[@]}" | tail -1); then
   say "the tools could not be built"
   echo "k8s-e2e: 0 passed, 1 failed"
@@ -38,8 +42,8 @@ say "tools ready after $((SECONDS - t0)) s"
 # pillar's images from the built binaries (cached: a second run rebuilds
 # nothing), and the guest image of tests/e2e.
 build=${PILLAR_BUILD_DIR:-build}
-if ! scripts/build-images.sh --install-deps >/dev/null ||
-  ! PILLAR_BUILD_DIR=$build scripts/build-images.sh --no-build >"${TMPDIR:-/tmp}/k8s-e2e-images.$$.log" 2>&1; then
+if ! scripts/build-images.sh --install-deps >/dev/null || { [[ $nodes_only != 1 ]] &&
+  ! PILLAR_BUILD_DIR=$build scripts/build-images.sh --no-build; } >"${TMPDIR:-/tmp}/k8s-e2e-images.$$.log" 2>&1; then
   say "pillar's images could not be built: $(tail -3 "${TMPDIR:-/tmp}/k8s-e2e-images.$$.log" 2>/dev/null)"
   rm -f "${TMPDIR:-/tmp}/k8s-e2e-images.$$.log"
   echo "k8s-e2e: 0 passed, 1 failed"
@@ -77,8 +81,9 @@ if ! tests/e2e/deps.sh >/dev/null || ! tests/e2e/build-image.sh >/dev/null; then
 fi
 say "making the nodes' images"
 t_img=$SECONDS
-if ! bash tests/k8s/cluster/images.sh "$images" pause busybox registrar pillar-agent pillar-controller pillar-node \
-  csi-provisioner csi-attacher csi-resizer >"$images/list" 2>"$images/log"; then
+kinds=(pause busybox registrar pillar-agent pillar-controller pillar-node csi-provisioner csi-attacher csi-resizer)
+[[ $nodes_only != 1 ]] || kinds=(pause busybox registrar)
+if ! bash tests/k8s/cluster/images.sh "$images" "${kinds[@]}" >"$images/list" 2>"$images/log"; then
   say "the nodes' images could not be made: $(tail -3 "$images/log")"
   echo "k8s-e2e: 0 passed, 1 failed"
   exit 1

@@ -14,8 +14,24 @@
 #                scripts/build-images.sh's OCI archives, renamed
 #                ghcr.io/bhyoo/NAME:TAG (TAG: the archive's own)
 # Writes OUT-DIR/KIND.tar; prints "KIND NAME" lines (the image name).
+#   images.sh --bundle OUT-DIR BUNDLE KIND...
+# puts the images OUT-DIR/KIND.tar (made before) into one OCI archive
+# OUT-DIR/BUNDLE.oci.tar, each under its full name: a node imports it with one
+# ctr call (each ctr start costs seconds under TCG).
 # Needs: umoci, skopeo (scripts/build-images.sh --install-deps), busybox-static, go.
 set -euo pipefail
+if [[ ${1:-} == --bundle ]]; then
+  out=$2 bundle=$3
+  shift 3
+  layout=$(mktemp -d "$out/.bundle.XXXXXX")
+  trap 'rm -rf "$layout"' EXIT
+  for kind in "$@"; do
+    ref=$(tar -xOf "$out/$kind.tar" manifest.json | jq -r '.[0].RepoTags[0]')
+    skopeo copy --quiet "docker-archive:$out/$kind.tar" "oci:$layout/l:$ref"
+  done
+  tar -C "$layout/l" -cf "$out/$bundle.oci.tar" .
+  exit 0
+fi
 out=$1
 shift
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)

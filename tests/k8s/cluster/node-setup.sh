@@ -15,7 +15,7 @@ say() { printf 'node-setup %s [%s]: %s\n' "$name" "$(cut -d' ' -f1 /proc/uptime)
 bin=/opt/pillar-k8s/bin
 mkdir -p "$bin"
 mountpoint -q "$bin" ||
-  mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=524288 pillar-k8s-bin "$bin"
+  mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=524288,cache=loose pillar-k8s-bin "$bin"
 export PATH=$bin:$PATH
 mkdir -p /opt/cni/bin
 for p in bridge host-local loopback portmap; do ln -sf "$bin/$p" "/opt/cni/bin/$p"; done
@@ -60,11 +60,11 @@ for _ in $(seq 600); do ctr version >/dev/null 2>&1 && break; sleep 0.2; done
 ctr version >/dev/null || { say "containerd did not start"; tail -20 /var/log/containerd.log; exit 1; }
 say "containerd up"
 
-# Images the host prepared (docker archives with full names).
+# Images the host prepared (one OCI archive, each image under its full name).
 for t in /etc/kubernetes/images/*.tar; do
   [[ -e $t ]] || continue
   t0=$(cut -d' ' -f1 /proc/uptime)
-  ctr -n k8s.io images import --no-unpack=false "$t" >/dev/null
+  ctr -n k8s.io images import "$t" >/dev/null
   say "imported $(basename "$t" .tar) ($(du -m "$t" | cut -f1) MB) in $(awk -v a="$t0" -v b="$(cut -d' ' -f1 /proc/uptime)" 'BEGIN{printf "%.1f", b-a}') s"
 done
 

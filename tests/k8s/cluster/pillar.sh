@@ -270,6 +270,44 @@ life nvmeof-tcp pillar-nvmeof-tcp block
 life iscsi pillar-iscsi fs
 life nfs pillar-nfs fs
 
+# NFS, ReadWriteMany: pods on both consumers at once, each reads what the
+# other wrote.
+rwx() {
+  kubectl apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: pvc-nfs-rwx}
+spec:
+  accessModes: [ReadWriteMany]
+  storageClassName: pillar-nfs
+  resources: {requests: {storage: 64Mi}}
+EOF
+  if ! wait_for 300 pvc_bound pvc-nfs-rwx >/dev/null; then
+    fail "nfs/rwx: PVC Bound" "$(kubectl describe pvc pvc-nfs-rwx 2>&1 | tail -5)"
+    return
+  fi
+  local n t0
+  t0=$(now_ms)
+  for n in a b; do
+    workload_pod "rwx-$n" "consumer-$n" pvc-nfs-rwx fs "echo from-$n >/data/$n && exec sleep 3600"
+  done
+  if wait_for 300 pod_running rwx-a >/dev/null && wait_for 300 pod_running rwx-b >/dev/null; then
+    figure "nfs/rwx two pods (both consumers) Running in $(since "$t0") s"
+    sleep 2
+    if [[ $(kubectl exec rwx-a -- cat /data/b 2>&1) == from-b && $(kubectl exec rwx-b -- cat /data/a 2>&1) == from-a ]]; then
+      ok "nfs/rwx: pods on consumer-a and consumer-b at once, each reads what the other wrote"
+    else
+      fail "nfs/rwx: each pod reads the other's file" "$(kubectl exec rwx-a -- ls -l /data 2>&1 | head -5)"
+    fi
+  else
+    fail "nfs/rwx: both pods Running" "$(kubectl describe pod rwx-a rwx-b 2>&1 | grep -A3 Events | head -10)"
+  fi
+  kubectl delete pod rwx-a rwx-b --wait=true --timeout=180s >/dev/null 2>&1
+  kubectl delete pvc pvc-nfs-rwx --wait=true --timeout=180s >/dev/null 2>&1
+  if wait_for 180 pv_gone pvc-nfs-rwx >/dev/null; then ok "nfs/rwx: PVC deleted, its PV gone"; else fail "nfs/rwx: PV gone"; fi
+}
+rwx
+
 # Nothing left on the storage node.
 left=$(vm_exec storage bash -c 'ls /sys/kernel/config/nvmet/subsystems 2>/dev/null; ls /sys/kernel/config/target/iscsi 2>/dev/null | grep -v -e discovery_auth -e lio_version; exportfs 2>/dev/null; losetup -n -O BACK-FILE 2>/dev/null' 2>&1)
 if [[ -z ${left//[[:space:]]/} ]]; then
