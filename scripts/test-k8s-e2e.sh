@@ -10,6 +10,7 @@
 #
 # Last line:  k8s-e2e: N passed, M failed
 # Env: PILLAR_K8S_E2E=0 skips the stage (reported as skipped, never passed);
+#      PILLAR_K8S_E2E_PILLAR=1 adds pillar (helm install, workloads);
 #      PILLAR_BUILD_DIR (default build), the knobs of tests/e2e/lib.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,9 +27,11 @@ t0=$SECONDS
 # e2e.test only for Kubernetes' storage suite (not run by this stage yet).
 node_tools=(loopback host-local bridge portmap runc ctr containerd-shim-runc-v2 containerd kubelet kube-scheduler)
 say "building or finding the tools (cold: ~30 min on 2 cores; cached after)"
-# PILLAR_K8S_E2E_NODES_ONLY=1: only the nodes and a first pod (no pillar, no
-# CSI sidecars or helm needed).
-nodes_only=${PILLAR_K8S_E2E_NODES_ONLY:-0}
+# PILLAR_K8S_E2E_PILLAR=1 also installs pillar with helm and runs the
+# workloads on its volumes (tests/k8s/cluster/pillar.sh); without it only the
+# nodes and a first pod run (no CSI sidecars or helm needed).
+nodes_only=1
+[[ ${PILLAR_K8S_E2E_PILLAR:-0} != 1 ]] || nodes_only=0
 CSI_BIN=""
 if ! K8S_BIN=$(tests/k8s/build-tools.sh | tail -1) ||
   { [[ $nodes_only != 1 ]] && ! CSI_BIN=$(tests/k8s/build-csi-tools.sh | tail -1); } ||

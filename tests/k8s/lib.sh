@@ -35,7 +35,8 @@
 # K8S_API_ADDRESS and K8S_API_PORT (kube-apiserver's advertised address and
 # port, default 127.0.0.1 and a free port; with another address it binds
 # 0.0.0.0 and its certificate names it too: only inside a network namespace
-# the test made), K8S_API_SANS (more subjectAltName entries, e.g. IP:10.96.0.1).
+# the test made), K8S_API_SANS (more subjectAltName entries, e.g. IP:10.96.0.1),
+# K8S_AUTHORIZATION_MODE (default RBAC).
 
 _K8S_LIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 _K8S_UP_DIRS=()
@@ -370,7 +371,7 @@ k8s_up() {
     --requestheader-extra-headers-prefix=X-Remote-Extra- \
     --proxy-client-cert-file="$w/pki/front-proxy-client.crt" \
     --proxy-client-key-file="$w/pki/front-proxy-client.key" \
-    --authorization-mode=RBAC \
+    --authorization-mode="${K8S_AUTHORIZATION_MODE:-RBAC}" \
     --service-account-issuer="$server" \
     --service-account-key-file="$w/pki/sa.pub" \
     --service-account-signing-key-file="$w/pki/sa.key" \

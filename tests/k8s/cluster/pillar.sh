@@ -10,6 +10,9 @@ export HELM_CACHE_HOME=$W/helm/cache HELM_CONFIG_HOME=$W/helm/config HELM_DATA_H
 helm() { "$HELM_BIN" --kubeconfig "$W/kubeconfig" "$@"; }
 PILLARCTL=$PILLAR_BUILD/src/ctl/pillarctl
 STORAGE_AGENT=storage-1
+# The protocols whose filesystem volume also goes through online expansion
+# and the node plugin's and agent's restarts under I/O (space separated).
+LONG_LIFE=${PILLAR_K8S_E2E_LONG-nvmeof-tcp}
 
 # knfsd on the storage node (the agent's container writes the exports).
 if vm_exec storage --timeout 120 /usr/local/sbin/pillar-nfs-server start >"$W/logs/nfsd.log" 2>&1; then
