@@ -129,7 +129,8 @@ fi
 sched_port=$(_k8s_free_ports 1)
 _k8s_start "$W" kube-scheduler "$NODE_BIN/kube-scheduler" --kubeconfig="$W/kubeconfig" \
   --authentication-kubeconfig="$W/kubeconfig" --authorization-kubeconfig="$W/kubeconfig" \
-  --bind-address=127.0.0.1 --secure-port="$sched_port" --leader-elect=false
+  --bind-address=127.0.0.1 --secure-port="$sched_port" --leader-elect=false \
+  --tls-cert-file="$W/pki/server.crt" --tls-private-key-file="$W/pki/server.key"
 if _k8s_wait_url "$W" kube-scheduler "https://127.0.0.1:$sched_port/healthz" 60 '^ok$' kube-scheduler; then
   ok "kube-scheduler healthy"
 else
