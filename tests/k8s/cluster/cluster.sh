@@ -244,7 +244,7 @@ apiVersion: v1
 kind: Pod
 metadata: {name: hello}
 spec:
-  nodeName: consumer-a
+  nodeSelector: {kubernetes.io/hostname: consumer-a}
   terminationGracePeriodSeconds: 1
   containers:
   - name: c
@@ -253,7 +253,7 @@ spec:
     command: [sh, -c, 'echo hello from \$(hostname); exec sleep 3600']
 EOF
 if took=$(wait_for 180 pod_phase hello Running); then
-  ok "a busybox pod Running on consumer-a"
+  ok "a busybox pod scheduled to consumer-a (kube-scheduler) and Running"
   figure "pod apply to Running (first pod on the node) in $took s"
 else
   fail "a busybox pod Running" "$(kubectl describe pod hello 2>&1 | tail -15)"
