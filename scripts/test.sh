@@ -17,12 +17,15 @@
 #            and cached too)
 #   images   tests/images/test.sh --build: the OCI image archives of
 #            scripts/build-images.sh, unpacked and run with chroot
+#   k8s-e2e  scripts/test-k8s-e2e.sh: kubelet nodes in QEMU guests, pillar
+#            installed with helm, a workload's life on each protocol
 # Every stage ends with "NAME: N passed, M failed" (mutants: "N killed, M
 # survived"); a stage that exits non-zero without counting a failure, or
 # prints no such line, counts one failure. This script ends with the sum,
 # "test: N passed, M failed", and exits non-zero on any failure.
 # PILLAR_FUZZ=0, PILLAR_MUTANTS=0, PILLAR_E2E=0 (smoke and e2e), PILLAR_K8S=0,
-# PILLAR_IMAGES=0, PILLAR_SANITY=0 (csi-sanity; PILLAR_E2E=0 skips it too) skip a stage
+# PILLAR_IMAGES=0, PILLAR_SANITY=0 (csi-sanity; PILLAR_E2E=0 skips it too),
+# PILLAR_K8S_E2E=0 (k8s-e2e; PILLAR_E2E=0 skips it too) skip a stage
 # explicitly: it is reported as skipped, never counted as passed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -217,6 +220,13 @@ if [[ "${PILLAR_IMAGES:-1}" == 1 ]]; then
   run_stage images env PILLAR_BUILD_DIR="$build" tests/images/test.sh --build
 else
   skip_stage images "PILLAR_IMAGES=0"
+fi
+
+if [[ "${PILLAR_K8S_E2E:-1}" == 1 && "${PILLAR_E2E:-1}" == 1 ]]; then
+  run_stage k8s-e2e env PILLAR_BUILD_DIR="$build" ./scripts/test-k8s-e2e.sh
+  grep -h '^figure: ' "$logs/k8s-e2e.log" | sed 's/^/k8s-e2e /' >>"$logs/figures.txt" || true
+else
+  skip_stage k8s-e2e "PILLAR_K8S_E2E=0 or PILLAR_E2E=0"
 fi
 
 if [[ -s "$logs/figures.txt" ]]; then

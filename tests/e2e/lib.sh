@@ -30,6 +30,9 @@
 #   PILLAR_E2E_KEEP    1: keep disks and request dirs after vm_stop_all
 #   PILLAR_E2E_INITRD  "debian": boot /boot/initrd.img + bzImage instead of
 #                      the tiny initramfs + vmlinux (PVH) built with the image
+#   PILLAR_E2E_SHARES  more read-only host directories for every guest, as
+#                      "TAG=DIR ..."; a guest mounts one with
+#                      mount -t 9p -o trans=virtio,version=9p2000.L,ro TAG PATH
 
 # shellcheck source=common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -229,6 +232,12 @@ vm_start() {
     -chardev "pipe,id=ctl,path=$dir/ctl" -device virtserialport,chardev=ctl,name=pillar.ctl
     -device virtio-rng-pci
   )
+  local share n=0
+  for share in ${PILLAR_E2E_SHARES:-}; do
+    [[ "$share" =~ ^[a-z][a-z0-9-]*=/[A-Za-z0-9._/+-]+$ ]] || e2e_die "PILLAR_E2E_SHARES: bad entry '$share' (want TAG=/DIR)"
+    args+=(-virtfs "local,path=${share#*=},mount_tag=${share%%=*},security_model=none,readonly=on,id=fsx$n")
+    n=$((n + 1))
+  done
   local i=1 size
   for size in "${disks[@]}"; do
     [[ -e "$dir/disk$i.qcow2" ]] || qemu-img create -q -f qcow2 "$dir/disk$i.qcow2" "$size"

@@ -31,7 +31,12 @@
 # K8S_APISERVER_ARGS (more kube-apiserver flags, split on spaces, e.g.
 # --watch-cache=false so watches read etcd and see its compaction),
 # K8S_READY_TIMEOUT (seconds, default 120), K8S_SERVICE_CIDR (default
-# 127.0.100.0/24: bookkeeping only, nothing routes to it), PILLAR_K8S_TOOLS_CACHE.
+# 127.0.100.0/24: bookkeeping only, nothing routes to it), PILLAR_K8S_TOOLS_CACHE,
+# K8S_API_ADDRESS and K8S_API_PORT (kube-apiserver's advertised address and
+# port, default 127.0.0.1 and a free port; with another address it binds
+# 0.0.0.0 and its certificate names it too: only inside a network namespace
+# the test made), K8S_API_SANS (more subjectAltName entries, e.g. IP:10.96.0.1),
+# K8S_AUTHORIZATION_MODE (default RBAC).
 
 _K8S_LIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 _K8S_UP_DIRS=()
@@ -203,7 +208,7 @@ subjectKeyIdentifier = hash
 basicConstraints = critical, CA:FALSE
 keyUsage = critical, digitalSignature, keyEncipherment
 extendedKeyUsage = serverAuth
-subjectAltName = IP:127.0.0.1, DNS:localhost, DNS:kubernetes, DNS:kubernetes.default, DNS:kubernetes.default.svc
+subjectAltName = IP:127.0.0.1, DNS:localhost, DNS:kubernetes, DNS:kubernetes.default, DNS:kubernetes.default.svc@EXTRA_SANS@
 authorityKeyIdentifier = keyid
 [v3_client]
 basicConstraints = critical, CA:FALSE
@@ -211,6 +216,10 @@ keyUsage = critical, digitalSignature, keyEncipherment
 extendedKeyUsage = clientAuth
 authorityKeyIdentifier = keyid
 EOF
+  local extra=""
+  [[ -z ${K8S_API_ADDRESS:-} || ${K8S_API_ADDRESS} == 127.0.0.1 ]] || extra+=", IP:$K8S_API_ADDRESS"
+  [[ -z ${K8S_API_SANS:-} ]] || extra+=", ${K8S_API_SANS// /, }"
+  sed -i "s/@EXTRA_SANS@/$extra/" "$p/openssl.cnf"
   (
     set -e
     cd "$p"
@@ -322,7 +331,10 @@ k8s_up() {
   _k8s_pki "$w" || { _k8s_fail "$w" "PKI generation failed"; return 1; }
   ports=$(_k8s_free_ports 3) || { _k8s_fail "$w" "no free ports"; return 1; }
   read -r etcd_port peer_port api_port <<<"$ports"
-  local server=https://127.0.0.1:$api_port etcd=http://127.0.0.1:$etcd_port
+  api_port=${K8S_API_PORT:-$api_port}
+  local api_addr=${K8S_API_ADDRESS:-127.0.0.1} bind=127.0.0.1
+  [[ $api_addr == 127.0.0.1 ]] || bind=0.0.0.0
+  local server=https://$api_addr:$api_port etcd=http://127.0.0.1:$etcd_port
   _k8s_kubeconfig "$w" "$server"
 
   # etcd: single member, disposable data, so fsync is skipped for speed.
@@ -345,8 +357,8 @@ k8s_up() {
   local ta=$(_k8s_now)
   _k8s_start "$w" kube-apiserver "$K8S_BIN/kube-apiserver" \
     --etcd-servers="$etcd" \
-    --bind-address=127.0.0.1 \
-    --advertise-address=127.0.0.1 \
+    --bind-address="$bind" \
+    --advertise-address="$api_addr" \
     --secure-port="$api_port" \
     --cert-dir="$w/apiserver-certs" \
     --tls-cert-file="$w/pki/server.crt" \
@@ -359,7 +371,7 @@ k8s_up() {
     --requestheader-extra-headers-prefix=X-Remote-Extra- \
     --proxy-client-cert-file="$w/pki/front-proxy-client.crt" \
     --proxy-client-key-file="$w/pki/front-proxy-client.key" \
-    --authorization-mode=RBAC \
+    --authorization-mode="${K8S_AUTHORIZATION_MODE:-RBAC}" \
     --service-account-issuer="$server" \
     --service-account-key-file="$w/pki/sa.pub" \
     --service-account-signing-key-file="$w/pki/sa.key" \

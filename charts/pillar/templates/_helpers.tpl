@@ -85,6 +85,11 @@ app.kubernetes.io/component: {{ .component }}
 {{- printf "%s.%s.svc" (include "pillar.registryService" .) .Release.Namespace -}}
 {{- end -}}
 
+{{/* The Secret of one agent's certificate: (dict "root" $ "name" AGENT) -> <tls.secrets.agent>-<AGENT>. */}}
+{{- define "pillar.agentSecret" -}}
+{{- printf "%s-%s" .root.Values.tls.secrets.agent .name -}}
+{{- end -}}
+
 {{/* The port of agent.listen ("host:port"). */}}
 {{- define "pillar.agentPort" -}}
 {{- regexReplaceAll "^.*:" .Values.agent.listen "" -}}

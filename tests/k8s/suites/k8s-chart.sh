@@ -114,10 +114,15 @@ controller:
     - name: storage-1
       address: 10.0.0.5
       port: 9700
+      node: storage-node-1
     - name: storage-2
       address: fd00::5
-      port: 9700
+      port: 9701
       tlsServerName: storage-2.example
+      node: storage-node-2
+    - name: outside-1
+      address: 10.0.0.6
+      port: 9700
   sidecars:
     snapshotter:
       enabled: true
@@ -186,7 +191,7 @@ ok "default render parses ($(jq length "$J") objects)"
 
 kinds=$(jq -r 'group_by(.kind) | map("\(.[0].kind)=\(length)") | join(" ")' "$J")
 expect_eq "default render: the objects" \
-  "ClusterRole=4 ClusterRoleBinding=4 CSIDriver=1 DaemonSet=2 Deployment=1 Role=2 RoleBinding=2 Service=1 ServiceAccount=3 StorageClass=3" \
+  "ClusterRole=4 ClusterRoleBinding=4 CSIDriver=1 DaemonSet=1 Deployment=1 Role=2 RoleBinding=2 Service=1 ServiceAccount=3 StorageClass=3" \
   "$(tr ' ' '\n' <<<"$kinds" | LC_ALL=C sort -f | tr '\n' ' ' | sed 's/ $//')"
 check "every namespaced object is in $NS" \
   "[.[] | select(.kind | IN(\"CSIDriver\",\"ClusterRole\",\"ClusterRoleBinding\",\"StorageClass\") | not)
@@ -285,17 +290,38 @@ expect_eq "node: ServiceAccount pillar-node" pillar-node "$node_sa"
 check "controller: --node-service-account=$NS:$node_sa, the node DaemonSet's ServiceAccount, which is rendered" \
   "($D | $ctl | .args | index(\"--node-service-account=$NS:$node_sa\") != null) and ([$(obj ServiceAccount "$node_sa")] | length == 1)"
 
-# The agent.
-A=$(obj DaemonSet pillar-agent)
+# The agents: none by default (controller.agents is empty); one DaemonSet per
+# entry with a node, pinned there, with that agent's own Secret.
+check "default render: no agent DaemonSet (no controller.agents entry)" \
+  '[.[] | select(.kind == "DaemonSet" and (.metadata.name | contains("agent")))] | length == 0'
+AGENT1='[{"name":"storage-1","address":"10.0.0.5","port":9500,"node":"storage-1"}]'
+if helm template pillar "$chart" --namespace "$NS" --set-json "controller.agents=$AGENT1" >"$W/agent1.yaml" 2>"$W/err" &&
+  tojson "$W/agent1.yaml" >"$W/agent1.json"; then
+  ok "helm template with one agent on node storage-1"
+else
+  fail "helm template with one agent on node storage-1" "$(cat "$W/err")"
+  finish
+fi
+J=$W/agent1.json
+A=$(obj DaemonSet pillar-agent-storage-1)
 ag=".spec.template.spec.containers[] | select(.name == \"pillar-agent\")"
-check "agent: on storage nodes only (pillar-csi.bhyoo.com/storage-node=true), host network, privileged" \
-  "$A | .spec.template.spec | (.nodeSelector == {\"pillar-csi.bhyoo.com/storage-node\": \"true\"}) and .hostNetwork
+check "one agent: the default objects plus DaemonSet pillar-agent-storage-1" \
+  "([.[] | select(.kind == \"DaemonSet\") | .metadata.name] | sort) == [\"pillar-agent-storage-1\", \"pillar-node\"]
+    and length == $(jq length "$W/default.json") + 1"
+check "agent: pinned to node storage-1 (and the storage-node label), host network, privileged" \
+  "$A | .spec.template.spec | (.nodeSelector == {\"kubernetes.io/hostname\": \"storage-1\", \"pillar-csi.bhyoo.com/storage-node\": \"true\"}) and .hostNetwork
     and (.containers[0].securityContext.privileged == true)"
-check "agent: --listen=0.0.0.0:9500, the default file pool, server TLS from Secret pillar-agent-tls" \
+check "agent: its own pod selector (label pillar-csi.bhyoo.com/agent=storage-1)" \
+  "$A | .spec.selector.matchLabels[\"pillar-csi.bhyoo.com/agent\"] == \"storage-1\"
+    and .spec.template.metadata.labels[\"pillar-csi.bhyoo.com/agent\"] == \"storage-1\""
+check "agent: --listen=0.0.0.0:9500, the default file pool, server TLS from its own Secret pillar-agent-tls-storage-1" \
   "$A | .spec.template.spec as \$s | (\$s.containers[0].args | index(\"--listen=0.0.0.0:9500\") != null
       and ([.[] | select(startswith(\"--pool\"))] == [\"--pool=local=file:/var/lib/pillar-csi/pools/local\"])
       and index(\"--tls-cert=/etc/pillar-csi/tls/tls.crt\") != null)
-    and (\$s.volumes[] | select(.name == \"tls\") | .secret.secretName == \"pillar-agent-tls\")"
+    and (\$s.volumes[] | select(.name == \"tls\") | .secret.secretName == \"pillar-agent-tls-storage-1\")"
+check "controller: --agent=storage-1=10.0.0.5:9500@pillar-agent" \
+  "[$(obj Deployment pillar-controller) | .spec.template.spec.containers[0].args[] | select(startswith(\"--agent=\"))] ==
+    [\"--agent=storage-1=10.0.0.5:9500@pillar-agent\"]"
 for p in /sys/kernel/config /dev /lib/modules /var/lib/pillar-csi /etc/exports.d /proc/fs/nfsd /var/lib/pillar-csi/pools/local; do
   check "agent: host $p mounted" "$(hostpath "$A" pillar-agent $p)"
 done
@@ -309,6 +335,7 @@ check "every container image is from the values (pillar images at the chart's ap
       \"registry.k8s.io/sig-storage/csi-provisioner:v6.4.0\", \"registry.k8s.io/sig-storage/csi-resizer:v2.3.0\"] | sort)"
 check "no RoleBinding or ClusterRoleBinding names the node or agent ServiceAccount" \
   "[.[] | select(.kind | endswith(\"Binding\")) | .subjects[] | select(.name != \"pillar-controller\")] | length == 0"
+J=$W/default.json
 
 # The example StorageClasses.
 check "three StorageClasses (nvmeof-tcp, iscsi, nfs) for $DRIVER, expandable, Immediate" \
@@ -347,7 +374,9 @@ flags_known() { # flags_known LABEL: for the render in $J
     expect_eq "$1$cname knows every flag the chart passes (its --help)" "" "$unknown"
   done
 }
+J=$W/agent1.json
 flags_known ""
+J=$W/default.json
 # ... and every flag passed to a CSI sidecar is one the built sidecar knows.
 sidecar_flags_known() { # sidecar_flags_known LABEL
   local s help f unknown
@@ -407,7 +436,7 @@ tojson "$W/custom-out.yaml" >"$W/custom.json" || { fail "non-default render pars
 J=$W/custom.json
 D=$(obj Deployment store-pillar-controller)
 N=$(obj DaemonSet store-pillar-node)
-A=$(obj DaemonSet store-pillar-agent)
+A=$(obj DaemonSet store-pillar-agent-storage-1)
 KD=/var/snap/microk8s/common/var/lib/kubelet
 check "custom: every namespaced object is in $NS2" \
   "[.[] | select(.kind | IN(\"CSIDriver\",\"ClusterRole\",\"ClusterRoleBinding\",\"StorageClass\") | not)
@@ -428,6 +457,12 @@ check "custom: without nfs, no NFS mounts and --protocols=nvmeof-tcp,iscsi" \
     and (.containers[0].args | index(\"--protocols=nvmeof-tcp,iscsi\") != null)"
 check "custom: --listen=0.0.0.0:9700 and its port declared" \
   "$A | $ag | (.args | index(\"--listen=0.0.0.0:9700\") != null) and (.ports == [{name: \"grpc\", containerPort: 9700, hostPort: 9700, protocol: \"TCP\"}])"
+check "custom: one agent DaemonSet per entry with a node (none for outside-1), each pinned, on its entry's port" \
+  "([.[] | select(.kind == \"DaemonSet\" and (.metadata.name | contains(\"agent\"))) | .metadata.name] | sort) ==
+      [\"store-pillar-agent-storage-1\", \"store-pillar-agent-storage-2\"]
+    and ($(obj DaemonSet store-pillar-agent-storage-2) | .spec.template.spec | .nodeSelector[\"kubernetes.io/hostname\"] == \"storage-node-2\"
+      and (.containers[0].args | index(\"--listen=0.0.0.0:9701\") != null))
+    and ($A | .spec.template.spec.nodeSelector[\"kubernetes.io/hostname\"] == \"storage-node-1\")"
 check "custom: kubelet dir $KD mounted Bidirectional" \
   "$(hostpath "$N" pillar-node $KD) and ($N | $nd | [.volumeMounts[] | select(.mountPath == \"$KD\") | .mountPropagation] == [\"Bidirectional\"])"
 check "custom: registrar's path and the plugin dirs under $KD" \
@@ -446,7 +481,8 @@ check "custom: registry on 9601: Service, container port, controller and node fl
     and ($N | $nd | .args | index(\"--registry-address=store-pillar-controller.$NS2.svc:9601\") != null)"
 check "custom: --agent flags from controller.agents (IPv6 in brackets, TLS names)" \
   "[$D | $ctl | .args[] | select(startswith(\"--agent=\"))] ==
-    [\"--agent=storage-1=10.0.0.5:9700@agent.storage.example\", \"--agent=storage-2=[fd00::5]:9700@storage-2.example\"]"
+    [\"--agent=storage-1=10.0.0.5:9700@agent.storage.example\", \"--agent=storage-2=[fd00::5]:9701@storage-2.example\",
+     \"--agent=outside-1=10.0.0.6:9700@agent.storage.example\"]"
 check "custom: logLevel debug: --log-level=debug for pillar, --v=5 for the sidecars" \
   "([.[] | select(.kind == \"Deployment\" or .kind == \"DaemonSet\") | .spec.template.spec.containers[] | .args[]
       | select(startswith(\"--log-level=\"))] | unique == [\"--log-level=debug\"])
@@ -466,20 +502,24 @@ check "certManager: a self-signed Issuer, a CA Certificate and a CA Issuer" \
   "([$(obj Issuer store-pillar-selfsigned) | .spec] == [{selfSigned: {}}])
     and ([$(obj Certificate store-pillar-ca) | .spec | .isCA and .issuerRef.name == \"store-pillar-selfsigned\"] == [true])
     and ([$(obj Issuer store-pillar-ca) | .spec.ca.secretName] == [\"store-pillar-ca\"])"
-check "certManager: one Certificate per role from the CA, writing the Secrets the pods mount" \
+check "certManager: one Certificate per role and per agent from the CA, writing the Secrets the pods mount (outside-1's for an agent run elsewhere)" \
   "([.[] | select(.kind == \"Certificate\" and .spec.issuerRef.name == \"store-pillar-ca\") | .spec.secretName] | sort) as \$issued |
    ([.[] | select(.kind == \"Deployment\" or .kind == \"DaemonSet\") | .spec.template.spec.volumes[] | select(.secret) | .secret.secretName] | unique) as \$mounted |
-   \$issued == [\"pillar-agent-tls\",\"pillar-controller-tls\",\"pillar-node-tls\",\"pillar-registry-tls\"] and \$mounted == \$issued"
+   \$issued == [\"pillar-agent-tls-outside-1\",\"pillar-agent-tls-storage-1\",\"pillar-agent-tls-storage-2\",\"pillar-controller-tls\",\"pillar-node-tls\",\"pillar-registry-tls\"]
+   and \$mounted == (\$issued - [\"pillar-agent-tls-outside-1\"])"
 check "certManager: the registry certificate names the Service's DNS names; the agent's names tls.agentServerName" \
   "([$(obj Certificate store-pillar-registry) | .spec.dnsNames[]] | index(\"store-pillar-controller.$NS2.svc\") != null
       and index(\"store-pillar-controller.$NS2.svc.cluster.local\") != null)
-    and ([$(obj Certificate store-pillar-agent) | .spec.dnsNames] == [[\"agent.storage.example\"]])
-    and ([$(obj Certificate store-pillar-agent) | .spec.usages[]] | index(\"server auth\") != null)
+    and ([$(obj Certificate store-pillar-agent-storage-1) | .spec.dnsNames] == [[\"agent.storage.example\"]])
+    and ([$(obj Certificate store-pillar-agent-storage-2) | .spec.dnsNames] == [[\"storage-2.example\"]])
+    and ([$(obj Certificate store-pillar-agent-storage-1) | .spec.usages[]] | index(\"server auth\") != null)
     and ([$(obj Certificate store-pillar-node) | .spec.usages[]] | index(\"client auth\") != null)"
 check "certManager: each client certificate carries its role URI (docs/security.md); the registry's none" \
   "([$(obj Certificate store-pillar-controller) | .spec.uris] == [[\"pillar-csi://controller/store-pillar-controller\"]])
     and ([$(obj Certificate store-pillar-node) | .spec.uris] == [[\"pillar-csi://node/store-pillar-node\"]])
-    and ([$(obj Certificate store-pillar-agent) | .spec.uris] == [[\"pillar-csi://agent/store-pillar-agent\"]])
+    and ([$(obj Certificate store-pillar-agent-storage-1) | .spec.uris] == [[\"pillar-csi://agent/storage-1\"]])
+    and ([$(obj Certificate store-pillar-agent-storage-2) | .spec.uris] == [[\"pillar-csi://agent/storage-2\"]])
+    and ([$(obj Certificate store-pillar-agent-outside-1) | .spec.uris] == [[\"pillar-csi://agent/outside-1\"]])
     and ([$(obj Certificate store-pillar-registry) | .spec.uris] == [null])"
 flags_known "custom: "
 sidecar_flags_known "custom: "
@@ -592,6 +632,10 @@ refused "auth as a plain parameter (use the class's auth)" "/storageClasses/clas
 refused "a Secret namespace that is no DNS label" "/storageClasses/classes/0/auth/secretNamespace" \
   --set-json 'storageClasses.classes=[{"name":"x","protocol":"iscsi","auth":{"mode":"chap","secretName":"s","secretNamespace":"Keys_1"}}]'
 refused "an agent entry without a port" "port" --set-json 'controller.agents=[{"name":"storage-1","address":"10.0.0.5"}]'
+refused "an agent's node that is no host name" "/controller/agents/0/node" \
+  --set-json 'controller.agents=[{"name":"storage-1","address":"10.0.0.5","port":9500,"node":"Storage_1"}]'
+refused "an agent name longer than a label value" "/controller/agents/0/name" \
+  --set-json "controller.agents=[{\"name\":\"$(printf 'a%.0s' {1..64})\",\"address\":\"10.0.0.5\",\"port\":9500}]"
 refused "a pull policy Sometimes" "/controller/image/pullPolicy" --set controller.image.pullPolicy=Sometimes
 refused "a relative kubeletDir" "/kubeletDir" --set kubeletDir=var/lib/kubelet
 
@@ -658,6 +702,13 @@ check "a controller pod runs as the chart's non-root user with the ServiceAccoun
   ".items[0].spec | .serviceAccountName == \"pillar-controller\" and .securityContext.runAsUser == 65532
     and ([.volumes[] | select(.projected.sources[]?.serviceAccountToken)] | length >= 1)" \
   <(kubectl -n "$NS" get pods -l app.kubernetes.io/component=controller -o json)
+# The one-agent render's agent DaemonSet, pinned to the node storage-1.
+if jq "$(obj DaemonSet pillar-agent-storage-1)" "$W/agent1.json" >"$W/agent-ds.json" &&
+  kubectl apply --server-side --field-manager=pillar-chart-test -f "$W/agent-ds.json" >"$W/err" 2>&1; then
+  ok "the agent DaemonSet pillar-agent-storage-1 accepted by server-side apply"
+else
+  fail "the agent DaemonSet pillar-agent-storage-1 accepted by server-side apply" "$(cat "$W/err")"
+fi
 # A Node labelled as a storage node: both DaemonSets want a pod on it.
 kubectl apply -f - >/dev/null 2>"$W/err" <<YAML || fail "a Node object storage-1" "$(cat "$W/err")"
 apiVersion: v1
@@ -669,7 +720,7 @@ metadata:
     kubernetes.io/hostname: storage-1
 YAML
 ds_wants() { [[ $(kubectl -n "$NS" get ds "$1" -o jsonpath='{.status.desiredNumberScheduled}' 2>/dev/null) == 1 ]]; }
-for ds in pillar-node pillar-agent; do
+for ds in pillar-node pillar-agent-storage-1; do
   if took=$(wait_for 60 ds_wants "$ds"); then
     ok "DaemonSet $ds wants one pod on the storage node ($took s)"
   else
@@ -944,7 +995,7 @@ fi
 # Finally the user's path: helm install itself (CRDs from crds/, which exist
 # now, then the templates), into a fresh cluster state for the chart's
 # cluster-scoped objects.
-kubectl delete --wait=true -f "$W/default.yaml" >/dev/null 2>"$W/err" || fail "the applied render deleted" "$(cat "$W/err")"
+kubectl delete --wait=true -f "$W/default.yaml" -f "$W/agent-ds.json" >/dev/null 2>"$W/err" || fail "the applied render deleted" "$(cat "$W/err")"
 if helm install pillar "$chart" --namespace "$NS" --kubeconfig "$K8S_KUBECONFIG" >"$W/install.out" 2>&1; then
   ok "helm install on the real API server"
 else

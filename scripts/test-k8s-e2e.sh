@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# pillar in a running cluster: kubelet nodes (containerd 2.x, runc, CNI) in
+# the real-kernel guests of tests/e2e/lib.sh, the control plane (etcd,
+# kube-apiserver, kube-controller-manager, kube-scheduler) beside them, pillar
+# installed with helm, workloads on its volumes. See tests/k8s/cluster/README.md.
+#
+# Everything runs inside a network namespace made here (the guests' hub, the
+# control plane, kubectl and helm): the private addresses never reach the root
+# namespace, and deleting the namespace on exit leaves nothing behind.
+#
+# Last line:  k8s-e2e: N passed, M failed
+# Env: PILLAR_K8S_E2E=0 skips the stage (reported as skipped, never passed);
+#      PILLAR_K8S_E2E_PILLAR=1 adds pillar (helm install, workloads);
+#      PILLAR_BUILD_DIR (default build), the knobs of tests/e2e/lib.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+[[ $(id -u) -eq 0 ]] || { echo "$0: run as root" >&2; exit 1; }
+if [[ ${PILLAR_K8S_E2E:-1} == 0 ]]; then
+  echo "k8s-e2e: skipped (PILLAR_K8S_E2E=0)"
+  exit 0
+fi
+say() { printf 'k8s-e2e: %s\n' "$*"; }
+t0=$SECONDS
+
+# Tools, each cached by version outside the tree (progress on stderr).
+# e2e.test only for Kubernetes' storage suite (not run by this stage yet).
+node_tools=(loopback host-local bridge portmap runc ctr containerd-shim-runc-v2 containerd kubelet kube-scheduler)
+say "building or finding the tools (cold: ~30 min on 2 cores; cached after)"
+# PILLAR_K8S_E2E_PILLAR=1 also installs pillar with helm and runs the
+# workloads on its volumes (tests/k8s/cluster/pillar.sh); without it only the
+# nodes and a first pod run (no CSI sidecars or helm needed).
+nodes_only=1
+[[ ${PILLAR_K8S_E2E_PILLAR:-0} != 1 ]] || nodes_only=0
+CSI_BIN=""
+if ! K8S_BIN=$(tests/k8s/build-tools.sh | tail -1) ||
+  { [[ $nodes_only != 1 ]] && ! CSI_BIN=$(tests/k8s/build-csi-tools.sh | tail -1); } ||
+  ! NODE_BIN=$(tests/k8s/build-node-tools.sh "${node_tools[@]}" | tail -1); then
+  say "the tools could not be built"
+  echo "k8s-e2e: 0 passed, 1 failed"
+  exit 1
+fi
+export K8S_BIN CSI_BIN NODE_BIN
+say "tools ready after $((SECONDS - t0)) s"
+# pillar's images from the built binaries (cached: a second run rebuilds
+# nothing), and the guest image of tests/e2e.
+build=${PILLAR_BUILD_DIR:-build}
+if ! scripts/build-images.sh --install-deps >/dev/null || { [[ $nodes_only != 1 ]] &&
+  ! PILLAR_BUILD_DIR=$build scripts/build-images.sh --no-build; } >"${TMPDIR:-/tmp}/k8s-e2e-images.$$.log" 2>&1; then
+  say "pillar's images could not be built: $(tail -3 "${TMPDIR:-/tmp}/k8s-e2e-images.$$.log" 2>/dev/null)"
+  rm -f "${TMPDIR:-/tmp}/k8s-e2e-images.$$.log"
+  echo "k8s-e2e: 0 passed, 1 failed"
+  exit 1
+fi
+rm -f "${TMPDIR:-/tmp}/k8s-e2e-images.$$.log"
+export PILLAR_BUILD_DIR=$build
+
+# Everything that needs the network happens here, before the namespace: the
+# guests' packages and root image (tests/e2e), the nodes' images.
+ns=pillar-k8s-$$
+images=$(mktemp -d "${TMPDIR:-/tmp}/pillar-k8s-images.XXXXXX")
+cleanup() {
+  local rc=$?
+  # Whatever the inner run left in the namespace (it stops its own; this is
+  # the backstop for a killed run): every process, then the namespace.
+  local pids
+  pids=$(ip netns pids "$ns" 2>/dev/null || true)
+  if [[ -n $pids ]]; then
+    # shellcheck disable=SC2086
+    kill -KILL $pids 2>/dev/null || true
+    sleep 1
+  fi
+  ip netns delete "$ns" 2>/dev/null || true
+  rm -rf "$images"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+if ! tests/e2e/deps.sh >/dev/null || ! tests/e2e/build-image.sh >/dev/null; then
+  say "the guests' packages or root image could not be installed"
+  echo "k8s-e2e: 0 passed, 1 failed"
+  exit 1
+fi
+say "making the nodes' images"
+t_img=$SECONDS
+kinds=(pause busybox registrar pillar-agent pillar-controller pillar-node csi-provisioner csi-attacher csi-resizer)
+[[ $nodes_only != 1 ]] || kinds=(pause busybox registrar)
+if ! bash tests/k8s/cluster/images.sh "$images" "${kinds[@]}" >"$images/list" 2>"$images/log"; then
+  say "the nodes' images could not be made: $(tail -3 "$images/log")"
+  echo "k8s-e2e: 0 passed, 1 failed"
+  exit 1
+fi
+echo "figure: nodes' images made in $((SECONDS - t_img)) s"
+export PILLAR_K8S_IMAGES=$images
+
+ip netns add "$ns"
+ip -n "$ns" link set lo up
+rc=0
+nsenter --net="/run/netns/$ns" -- bash "$root/tests/k8s/cluster/cluster.sh" || rc=$?
+say "took $((SECONDS - t0)) s"
+exit "$rc"

@@ -1,0 +1,320 @@
+# shellcheck shell=bash
+# Sourced by cluster.sh once the nodes are Ready: pillar installed with helm
+# as a user would (pillarctl certs into Secrets, values for this cluster),
+# then a workload's life on each protocol. Uses cluster.sh's ok/fail/figure,
+# kubectl, vm_exec, W, root, NODE_IP and PILLAR_K8S_IMAGES.
+# shellcheck disable=SC2154
+NS=pillar-system
+HELM_BIN=$CSI_BIN/helm
+export HELM_CACHE_HOME=$W/helm/cache HELM_CONFIG_HOME=$W/helm/config HELM_DATA_HOME=$W/helm/data
+helm() { "$HELM_BIN" --kubeconfig "$W/kubeconfig" "$@"; }
+PILLARCTL=$PILLAR_BUILD/src/ctl/pillarctl
+STORAGE_AGENT=storage-1
+# The protocols whose filesystem volume also goes through online expansion
+# and the node plugin's and agent's restarts under I/O (space separated).
+LONG_LIFE=${PILLAR_K8S_E2E_LONG-nvmeof-tcp}
+
+# knfsd on the storage node (the agent's container writes the exports).
+if vm_exec storage --timeout 120 /usr/local/sbin/pillar-nfs-server start >"$W/logs/nfsd.log" 2>&1; then
+  ok "knfsd running on the storage node"
+else
+  fail "knfsd on the storage node" "$(tail -3 "$W/logs/nfsd.log")"
+fi
+
+# ---- certificates, as the README and NOTES say --------------------------------
+kubectl create namespace "$NS" >/dev/null
+kubectl label node storage pillar-csi.bhyoo.com/storage-node=true >/dev/null
+kubectl label node consumer-a consumer-b pillar-csi.bhyoo.com/consumer=true >/dev/null
+pki=$W/pki-pillar
+registry_host=pillar-controller.$NS.svc
+if "$PILLARCTL" certs ca --out "$pki/ca" >/dev/null &&
+  "$PILLARCTL" certs issue --role agent --name "$STORAGE_AGENT" --ca "$pki/ca" --out "$pki/agent" \
+    --dns pillar-agent --ip "${NODE_IP[storage]}" >/dev/null &&
+  "$PILLARCTL" certs issue --role controller --name pillar-controller --ca "$pki/ca" --out "$pki/controller" \
+    --dns "$registry_host" >/dev/null &&
+  "$PILLARCTL" certs issue --role node --name pillar-node --ca "$pki/ca" --out "$pki/node" >/dev/null; then
+  ok "pillarctl certs: a CA, the agent's ($STORAGE_AGENT), the controller's, the node plugins'"
+else
+  fail "pillarctl certs"
+fi
+secret() { # secret NAME DIR
+  kubectl -n "$NS" create secret generic "$1" --from-file="$2/tls.crt" --from-file="$2/tls.key" \
+    --from-file="$2/ca.crt" >/dev/null
+}
+if secret "pillar-agent-tls-$STORAGE_AGENT" "$pki/agent" && secret pillar-controller-tls "$pki/controller" &&
+  secret pillar-registry-tls "$pki/controller" && secret pillar-node-tls "$pki/node"; then
+  ok "the four Secrets in $NS"
+else
+  fail "the Secrets in $NS"
+fi
+
+# ---- helm install ---------------------------------------------------------------
+tag_of() { sed -n "s|^pillar-$1 .*:||p" "$PILLAR_K8S_IMAGES/list"; }
+cat >"$W/values.yaml" <<EOF
+controller:
+  replicas: 1
+  nodeSelector: {kubernetes.io/hostname: storage}
+  image: {tag: "$(tag_of controller)"}
+  agents:
+    - {name: $STORAGE_AGENT, address: ${NODE_IP[storage]}, port: 9500, node: storage}
+  resyncInterval: 10
+node:
+  image: {tag: "$(tag_of node)"}
+  nodeSelector: {pillar-csi.bhyoo.com/consumer: "true"}
+  registrar:
+    image: {repository: pillar.test/csi-node-registrar, tag: dev}
+agent:
+  image: {tag: "$(tag_of agent)"}
+storageClasses:
+  agent: $STORAGE_AGENT
+  pool: local
+  classes:
+    - {name: pillar-nvmeof-tcp, protocol: nvmeof-tcp, fsType: ext4, acl: true}
+    - {name: pillar-iscsi, protocol: iscsi, fsType: ext4, acl: true}
+    - {name: pillar-nfs, protocol: nfs, acl: true}
+EOF
+if helm install pillar "$root/charts/pillar" --namespace "$NS" -f "$W/values.yaml" >"$W/logs/helm-install.log" 2>&1; then
+  ok "helm install charts/pillar"
+else
+  fail "helm install charts/pillar" "$(tail -5 "$W/logs/helm-install.log")"
+fi
+
+ready_pods() { # ready_pods SELECTOR N: N pods Ready
+  [[ $(kubectl -n "$NS" get pods -l "$1" -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' |
+    grep -c True) == "$2" ]]
+}
+if took=$(wait_for 600 ready_pods app.kubernetes.io/component=controller 1); then
+  ok "the controller pod Ready on the storage node"
+  figure "helm install to controller Ready in $took s"
+else
+  fail "the controller pod Ready" "$(kubectl -n "$NS" get pods -o wide 2>&1; kubectl -n "$NS" describe pods -l app.kubernetes.io/component=controller 2>&1 | tail -20)"
+fi
+if took=$(wait_for 300 ready_pods app.kubernetes.io/component=agent 1); then
+  ok "the agent pod $STORAGE_AGENT Ready"
+else
+  fail "the agent pod Ready" "$(kubectl -n "$NS" logs -l app.kubernetes.io/component=agent --tail=20 2>&1)"
+fi
+
+# No cluster DNS and no kube-proxy here: the node plugins (host network) find
+# the registry's Service name in their node's /etc/hosts, which names the
+# controller pod's IP; a pod started after that line exists reads it.
+ctl_ip=$(kubectl -n "$NS" get pods -l app.kubernetes.io/component=controller -o jsonpath='{.items[0].status.podIP}')
+for n in consumer-a consumer-b; do
+  vm_exec "$n" bash -c 'echo "$1 $2" >>/etc/hosts' bash "$ctl_ip" "$registry_host"
+done
+kubectl -n "$NS" rollout restart ds/pillar-node >/dev/null
+kubectl -n "$NS" rollout status ds/pillar-node --timeout=600s >/dev/null 2>&1
+if took=$(wait_for 300 ready_pods app.kubernetes.io/component=node 2); then
+  ok "the node plugin on both consumers, registered with their kubelets"
+else
+  fail "the node plugin Ready" "$(kubectl -n "$NS" get pods -o wide 2>&1 | tail -5)"
+fi
+csinode_has() { kubectl get csinode "$1" -o jsonpath='{.spec.drivers[*].name}' | grep -q pillar-csi.bhyoo.com; }
+for n in consumer-a consumer-b; do
+  if wait_for 120 csinode_has "$n" >/dev/null; then ok "CSINode $n lists pillar-csi.bhyoo.com"; else fail "CSINode $n lists the driver"; fi
+done
+pn_count() { [[ $(kubectl get pillarnodes -o name | wc -l) -ge 2 ]]; }
+if wait_for 120 pn_count >/dev/null; then ok "both node plugins reported to the registry (PillarNode objects)"; else fail "PillarNode objects" "$(kubectl get pillarnodes 2>&1)"; fi
+agent_connected() {
+  [[ $(kubectl get pillaragent "$STORAGE_AGENT" -o jsonpath='{.status.conditions[?(@.type=="AgentConnected")].status}') == True ]]
+}
+if wait_for 120 agent_connected >/dev/null; then
+  ok "PillarAgent $STORAGE_AGENT AgentConnected (its own certificate, URI pillar-csi://agent/$STORAGE_AGENT)"
+else
+  fail "PillarAgent $STORAGE_AGENT AgentConnected" "$(kubectl get pillaragent "$STORAGE_AGENT" -o jsonpath='{.status}' 2>&1)"
+fi
+
+# ---- a workload's life per protocol -----------------------------------------------
+pvc_bound() { [[ $(kubectl get pvc "$1" -o jsonpath='{.status.phase}') == Bound ]]; }
+pod_running() { [[ $(kubectl get pod "$1" -o jsonpath='{.status.phase}') == Running ]]; }
+pv_gone() { [[ -z $(kubectl get pv -o jsonpath="{.items[?(@.spec.claimRef.name==\"$1\")].metadata.name}") ]]; }
+# workload_pod NAME NODE PVC MODE(fs|block) COMMAND
+workload_pod() {
+  local vol
+  if [[ $4 == block ]]; then
+    vol="volumeDevices: [{name: v, devicePath: /dev/xvda}]"
+  else
+    vol="volumeMounts: [{name: v, mountPath: /data}]"
+  fi
+  kubectl apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: $1}
+spec:
+  nodeName: $2
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: c
+    image: registry.k8s.io/e2e-test-images/busybox:1.37.0-2
+    imagePullPolicy: Never
+    command: [sh, -c, '$5']
+    $vol
+  volumes: [{name: v, persistentVolumeClaim: {claimName: $3}}]
+EOF
+}
+# The longest pause between the seconds a pod's loop wrote to FILE, in the
+# window since T0 (epoch seconds).
+max_gap() { # max_gap POD FILE T0
+  kubectl exec "$1" -- cat "$2" 2>/dev/null |
+    awk -v t0="$3" '$1 >= t0 { if (p && $1 - p > g) g = $1 - p; p = $1 } END { print g + 0 }'
+}
+# long_life PROTOCOL PVC: with pod w-b (consumer-b) on the volume: online
+# expansion seen in the pod; the node plugin's rolling restart while the pod
+# writes; the agent's pod restarted while the pod reads.
+long_life() {
+  local proto=$1 pvc=$2 before after t0 took gap
+  before=$(kubectl exec w-b -- df -k /data | awk 'NR == 2 { print $2 }')
+  kubectl patch pvc "$pvc" --type merge -p '{"spec":{"resources":{"requests":{"storage":"128Mi"}}}}' >/dev/null
+  grown() { local a; a=$(kubectl exec w-b -- df -k /data | awk 'NR == 2 { print $2 }'); [[ -n $a ]] && ((a > before + 32768)); }
+  if took=$(wait_for 300 grown); then
+    after=$(kubectl exec w-b -- df -k /data | awk 'NR == 2 { print $2 }')
+    ok "$proto: online expansion 64Mi -> 128Mi seen in the pod (df: $before -> $after KiB)"
+    figure "$proto online expansion seen in the pod in $took s"
+  else
+    fail "$proto: online expansion seen in the pod" "$(kubectl describe pvc "$pvc" 2>&1 | tail -6)"
+  fi
+  # A writer in the pod: one line a second, each synced.
+  kubectl exec w-b -- sh -c 'nohup sh -c "while :; do date +%s >>/data/log && sync; sleep 1; done" >/dev/null 2>&1 &' >/dev/null 2>&1
+  sleep 3
+  t0=$(date +%s)
+  kubectl -n "$NS" rollout restart ds/pillar-node >/dev/null
+  if kubectl -n "$NS" rollout status ds/pillar-node --timeout=600s >/dev/null 2>&1; then
+    sleep 5
+    gap=$(max_gap w-b /data/log "$t0")
+    if [[ $(kubectl exec w-b -- tail -n 1 /data/log) -ge $(($(date +%s) - 5)) ]]; then
+      ok "$proto: the node plugin's rolling restart while the pod writes: the writes go on"
+    else
+      fail "$proto: writes go on through the node plugin's restart" "last write $(kubectl exec w-b -- tail -n 1 /data/log 2>&1)"
+    fi
+    figure "$proto longest I/O pause during the node plugin's rolling restart: $gap s (rollout in $(($(date +%s) - t0)) s)"
+  else
+    fail "$proto: node plugin rollout" "$(kubectl -n "$NS" get pods -o wide 2>&1 | tail -4)"
+  fi
+  t0=$(date +%s)
+  kubectl -n "$NS" delete pod -l app.kubernetes.io/component=agent --wait=true --timeout=120s >/dev/null 2>&1
+  if wait_for 300 ready_pods app.kubernetes.io/component=agent 1 >/dev/null && sleep 5 &&
+    [[ $(kubectl exec w-b -- tail -n 1 /data/log) -ge $(($(date +%s) - 5)) ]] &&
+    kubectl exec w-b -- cat /data/f >/dev/null; then
+    ok "$proto: the agent's pod restarted while the pod does I/O: I/O goes on, the data reads back"
+  else
+    fail "$proto: I/O through the agent's restart" "$(kubectl exec w-b -- tail -n 2 /data/log 2>&1)"
+  fi
+  figure "$proto longest I/O pause during the agent's restart: $(max_gap w-b /data/log "$t0") s (agent back in $(($(date +%s) - t0)) s)"
+}
+life() { # life PROTOCOL CLASS MODE
+  local proto=$1 class=$2 mode=$3 pvc=pvc-$1-$3 took data got vm
+  vm=Filesystem; [[ $mode == block ]] && vm=Block
+  kubectl apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: $pvc}
+spec:
+  accessModes: [ReadWriteOnce]
+  volumeMode: $vm
+  storageClassName: $class
+  resources: {requests: {storage: 64Mi}}
+EOF
+  if took=$(wait_for 300 pvc_bound "$pvc"); then
+    ok "$proto/$mode: PVC Bound"
+    figure "$proto/$mode PVC to Bound in $took s"
+  else
+    fail "$proto/$mode: PVC Bound" "$(kubectl describe pvc "$pvc" 2>&1 | tail -5)"
+    return
+  fi
+  data="pillar-$proto-$mode-$RANDOM$RANDOM"
+  if [[ $mode == block ]]; then
+    workload_pod w-a consumer-a "$pvc" block "echo $data | dd of=/dev/xvda bs=512 count=1 conv=fsync 2>/dev/null; exec sleep 3600"
+  else
+    workload_pod w-a consumer-a "$pvc" fs "echo $data >/data/f && sync && exec sleep 3600"
+  fi
+  if took=$(wait_for 300 pod_running w-a); then
+    ok "$proto/$mode: a pod on consumer-a Running with the volume"
+    figure "$proto/$mode pod to Running with its volume (consumer-a) in $took s"
+  else
+    fail "$proto/$mode: pod on consumer-a Running" "$(kubectl describe pod w-a 2>&1 | tail -8)"
+    kubectl delete pod w-a --wait=true --timeout=120s >/dev/null 2>&1
+    return
+  fi
+  sleep 2
+  local t_move
+  t_move=$(now_ms)
+  kubectl delete pod w-a --wait=true --timeout=180s >/dev/null 2>&1
+  if [[ $mode == block ]]; then
+    workload_pod w-b consumer-b "$pvc" block "exec sleep 3600"
+  else
+    workload_pod w-b consumer-b "$pvc" fs "exec sleep 3600"
+  fi
+  if took=$(wait_for 300 pod_running w-b); then
+    figure "$proto/$mode detach (consumer-a) to attach and Running (consumer-b) in $(since "$t_move") s"
+    if [[ $mode == block ]]; then
+      got=$(kubectl exec w-b -- sh -c 'dd if=/dev/xvda bs=512 count=1 2>/dev/null | head -1' 2>&1)
+    else
+      got=$(kubectl exec w-b -- cat /data/f 2>&1)
+    fi
+    if [[ $got == "$data" ]]; then
+      ok "$proto/$mode: a new pod on consumer-b reads the bytes the pod on consumer-a wrote"
+    else
+      fail "$proto/$mode: consumer-b reads the same bytes" "want $data, got ${got:0:200}"
+    fi
+    [[ $mode == fs && " ${LONG_LIFE:-} " == *" $proto "* ]] && long_life "$proto" "$pvc"
+  else
+    fail "$proto/$mode: pod on consumer-b Running" "$(kubectl describe pod w-b 2>&1 | tail -8)"
+  fi
+  kubectl delete pod w-b --wait=true --timeout=180s >/dev/null 2>&1
+  kubectl delete pvc "$pvc" --wait=true --timeout=180s >/dev/null 2>&1
+  if wait_for 180 pv_gone "$pvc" >/dev/null; then
+    ok "$proto/$mode: PVC deleted, its PV gone"
+  else
+    fail "$proto/$mode: PV gone after the PVC's deletion"
+  fi
+}
+life nvmeof-tcp pillar-nvmeof-tcp fs
+life nvmeof-tcp pillar-nvmeof-tcp block
+life iscsi pillar-iscsi fs
+life nfs pillar-nfs fs
+
+# NFS, ReadWriteMany: pods on both consumers at once, each reads what the
+# other wrote.
+rwx() {
+  kubectl apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: pvc-nfs-rwx}
+spec:
+  accessModes: [ReadWriteMany]
+  storageClassName: pillar-nfs
+  resources: {requests: {storage: 64Mi}}
+EOF
+  if ! wait_for 300 pvc_bound pvc-nfs-rwx >/dev/null; then
+    fail "nfs/rwx: PVC Bound" "$(kubectl describe pvc pvc-nfs-rwx 2>&1 | tail -5)"
+    return
+  fi
+  local n t0
+  t0=$(now_ms)
+  for n in a b; do
+    workload_pod "rwx-$n" "consumer-$n" pvc-nfs-rwx fs "echo from-$n >/data/$n && exec sleep 3600"
+  done
+  if wait_for 300 pod_running rwx-a >/dev/null && wait_for 300 pod_running rwx-b >/dev/null; then
+    figure "nfs/rwx two pods (both consumers) Running in $(since "$t0") s"
+    sleep 2
+    if [[ $(kubectl exec rwx-a -- cat /data/b 2>&1) == from-b && $(kubectl exec rwx-b -- cat /data/a 2>&1) == from-a ]]; then
+      ok "nfs/rwx: pods on consumer-a and consumer-b at once, each reads what the other wrote"
+    else
+      fail "nfs/rwx: each pod reads the other's file" "$(kubectl exec rwx-a -- ls -l /data 2>&1 | head -5)"
+    fi
+  else
+    fail "nfs/rwx: both pods Running" "$(kubectl describe pod rwx-a rwx-b 2>&1 | grep -A3 Events | head -10)"
+  fi
+  kubectl delete pod rwx-a rwx-b --wait=true --timeout=180s >/dev/null 2>&1
+  kubectl delete pvc pvc-nfs-rwx --wait=true --timeout=180s >/dev/null 2>&1
+  if wait_for 180 pv_gone pvc-nfs-rwx >/dev/null; then ok "nfs/rwx: PVC deleted, its PV gone"; else fail "nfs/rwx: PV gone"; fi
+}
+rwx
+
+# Nothing left on the storage node.
+left=$(vm_exec storage bash -c 'ls /sys/kernel/config/nvmet/subsystems 2>/dev/null; ls /sys/kernel/config/target/iscsi 2>/dev/null | grep -v -e discovery_auth -e lio_version; exportfs 2>/dev/null; losetup -n -O BACK-FILE 2>/dev/null' 2>&1)
+if [[ -z ${left//[[:space:]]/} ]]; then
+  ok "nothing left on the storage node (no nvmet subsystem, no iSCSI target, no export, no loop device)"
+else
+  fail "nothing left on the storage node" "${left:0:300}"
+fi
