@@ -511,8 +511,8 @@ TEST_F(ControllerIntegrationTest, AnAgentIsKnownByItsOwnIdentityAndNoImpostorGet
     ASSERT_TRUE(agent_->Start()) << ReadWholeFile(tmp_.Sub("agent.log"));
     // The controller says why, once it has tried: the identity presented and
     // the one expected.
-    const std::string presented = impostor == "agent-2" ? "pillar-csi://agent/storage-2"
-                                                        : "pillar-csi://node/storage-1";
+    const std::string presented =
+        impostor == "agent-2" ? "pillar-csi://agent/storage-2" : "pillar-csi://node/storage-1";
     const std::string refusal =
         "peer presents " + presented + " where pillar-csi://agent/storage-1 was expected";
     ASSERT_GE(WaitForMs(
