@@ -39,7 +39,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
 
   const std::string nvmet = Root() + "/nvmet";
-  const std::string nqn = pillar::agent::TargetName(pillar::agent::kDefaultNqnPrefix, kVolume);
+  const std::string nqn = pillar::TargetName(pillar::kDefaultNqnPrefix, kVolume);
   const std::string subsys = nvmet + "/subsystems/" + nqn;
   const std::string port = nvmet + "/ports/1";
   stdfs::create_directories(subsys + "/namespaces/1");

@@ -44,10 +44,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string target = Root() + "/target";
   std::error_code ec;
   stdfs::remove_all(target, ec);
-  const std::string iqn = pillar::agent::TargetName(pillar::agent::kDefaultIqnPrefix, kVolume);
+  const std::string iqn = pillar::TargetName(pillar::kDefaultIqnPrefix, kVolume);
   const std::string backstore =
       target + "/core/" + pillar::agent::LioExporter::kHba + "/" +
-      pillar::agent::TargetName(pillar::agent::LioExporter::kBackstorePrefix, kVolume);
+      pillar::TargetName(pillar::agent::LioExporter::kBackstorePrefix, kVolume);
   const std::string tpg = target + "/iscsi/" + iqn + "/tpgt_1";
   const std::string initiator = Name(v[6], "iqn.2026-12.example:node-a");
   const std::string mapped = Name(v[7], "lun_0");

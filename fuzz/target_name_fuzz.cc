@@ -4,11 +4,11 @@
 #include <cstdlib>
 #include <string>
 
-#include "agent/exporters/exporter.h"
+#include "common/target_name.h"
 #include "common/validate.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  using namespace pillar::agent;
+  using namespace pillar;
   std::string v(reinterpret_cast<const char*>(data), size);
   if (pillar::validate::AgentVolumeId("f", v).ok()) {
     std::string name = TargetName(kDefaultNqnPrefix, v);
