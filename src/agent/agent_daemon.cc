@@ -154,6 +154,7 @@ int RunAgent(const AgentDaemonOptions& options, const AgentDaemonHooks& hooks) {
     return 2;
   };
   if (Status s = RequireTls13(); !s.ok()) return fail(s);
+  RaiseFileLimit();
   if (Status s = validate::Nqn("--nqn-prefix", options.nqn_prefix + ":x"); !s.ok()) return fail(s);
   if (Status s = validate::Iqn("--iqn-prefix", options.iqn_prefix + ":x"); !s.ok()) return fail(s);
   std::vector<Protocol> protocols;
@@ -204,6 +205,7 @@ int RunAgent(const AgentDaemonOptions& options, const AgentDaemonHooks& hooks) {
   if (!creds.ok()) return fail(creds.status());
   AgentService service(core);
   grpc::ServerBuilder builder;
+  HardenServer(builder);
   int bound_port = 0;
   builder.AddListeningPort(options.listen, *creds, &bound_port);
   builder.RegisterService(&service);

@@ -1,5 +1,6 @@
 #include "common/daemon.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "common/fs.h"
@@ -40,6 +41,27 @@ GrpcDaemon::GrpcDaemon(const std::string& component, const std::string& log_leve
     : title_(title.empty() ? component : title) {
   log::Init(component, log_level);
   tls_policy_ = RequireTls13();
+  RaiseFileLimit();
+}
+
+void HardenServer(grpc::ServerBuilder& builder) {
+  builder.AddChannelArgument(
+      GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+      static_cast<int>(std::chrono::milliseconds(kHandshakeTimeout).count()));
+  builder.AddChannelArgument(
+      GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+      static_cast<int>(std::chrono::milliseconds(kMaxConnectionIdle).count()));
+}
+
+void RaiseFileLimit() {
+  struct rlimit lim {};
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur >= lim.rlim_max) return;
+  rlim_t was = lim.rlim_cur;
+  lim.rlim_cur = lim.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &lim) == 0) {
+    log::Debug("open-file limit raised",
+               {{"from", static_cast<uint64_t>(was)}, {"to", static_cast<uint64_t>(lim.rlim_max)}});
+  }
 }
 
 GrpcDaemon::~GrpcDaemon() { ShutdownServers(std::chrono::system_clock::now()); }
@@ -55,6 +77,7 @@ Status GrpcDaemon::Serve(const std::vector<GrpcListener>& listeners,
   RETURN_IF_ERROR(tls_policy_);
   PosixFs fs;
   grpc::ServerBuilder builder;
+  HardenServer(builder);
   std::string addresses;
   for (const auto& l : listeners) {
     if (std::string path = UnixSocketPath(l.address); !path.empty()) {

@@ -43,6 +43,17 @@ StatusOr<std::shared_ptr<grpc::ServerCredentials>> ListenerCredentials(const std
                                                                        bool insecure,
                                                                        RpcPolicy policy);
 
+// What every pillar server does against whoever reaches its port: a
+// connection that has not finished its handshake within kHandshakeTimeout is
+// closed, and one idle for kMaxConnectionIdle, so sockets opened and left
+// silent cannot pile up until the process runs out of file descriptors.
+inline constexpr std::chrono::seconds kHandshakeTimeout{10};
+inline constexpr std::chrono::minutes kMaxConnectionIdle{10};
+void HardenServer(grpc::ServerBuilder& builder);
+// Raises this process's open-file limit to its hard limit (logged); what
+// is left of a flood of connections then meets a far higher ceiling.
+void RaiseFileLimit();
+
 // Logs a loud warning when a CSI endpoint is not a unix socket: the CSI API
 // has no authentication of its own, so on TCP anyone who reaches the port
 // may create, publish and delete volumes.

@@ -10,6 +10,8 @@
 #include <cstring>
 #include <memory>
 
+#include "common/uuid.h"
+
 namespace pillar {
 namespace {
 
@@ -133,8 +135,16 @@ Status PosixFs::WriteFile(const std::string& path, const std::string& content) {
 }
 
 Status PosixFs::WriteFileAtomic(const std::string& path, const std::string& content) {
-  std::string tmp = path + ".tmp." + std::to_string(getpid());
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  // A fresh, unpredictable name, created exclusively and never through a
+  // symlink: a file or link planted beside `path` by anyone who can write
+  // to its directory is never opened, truncated or written through.
+  std::string tmp;
+  int fd = -1;
+  for (int attempt = 0; attempt < 8 && fd < 0; ++attempt) {
+    tmp = path + ".tmp." + NewUuid().substr(24);
+    fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0 && errno != EEXIST) break;
+  }
   if (fd < 0) return Errno("open", tmp, errno);
   Status s = WriteAll(fd, tmp, content);
   if (s.ok() && fsync(fd) != 0) s = Errno("fsync", tmp, errno);
@@ -281,6 +291,12 @@ Status PosixFs::Chmod(const std::string& path, mode_t mode) {
     return FailedPrecondition("chmod " + path + ": a symbolic link; its target is left alone");
   }
   return Errno("chmod", path, errno);
+}
+
+StatusOr<mode_t> PosixFs::Mode(const std::string& path) {
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0) return Errno("stat", path, errno);
+  return static_cast<mode_t>(st.st_mode & 07777);
 }
 
 Status PosixFs::Chown(const std::string& path, uid_t uid, gid_t gid) {

@@ -61,6 +61,8 @@ class Fs {
   // and the owner of path itself, never of a symlink's target: a symlink is
   // FAILED_PRECONDITION, so a planted link cannot redirect them.
   virtual Status Chmod(const std::string& path, mode_t mode) = 0;
+  // The permission bits (at most 07777) of path itself (lstat).
+  virtual StatusOr<mode_t> Mode(const std::string& path) = 0;
   virtual Status Chown(const std::string& path, uid_t uid, gid_t gid) = 0;
 };
 
@@ -84,6 +86,7 @@ class PosixFs : public Fs {
   StatusOr<FsCapacity> StatVfs(const std::string& path) override;
   Status RemoveTree(const std::string& path) override;
   Status Chmod(const std::string& path, mode_t mode) override;
+  StatusOr<mode_t> Mode(const std::string& path) override;
   Status Chown(const std::string& path, uid_t uid, gid_t gid) override;
 };
 

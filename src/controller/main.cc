@@ -116,7 +116,8 @@ int Run(int argc, char** argv) {
   KubeOptions ko;
   int resync_seconds = 30;
   int epoch_poll_seconds = 5;
-  int workers = 4;
+  int workers = 8;
+  int workers_per_agent = 0;
   std::string log_level = "info";
   std::string ready_file;
 
@@ -159,6 +160,9 @@ int Run(int argc, char** argv) {
   app.add_option("--resync-interval", resync_seconds, "seconds between full resyncs (jittered)");
   app.add_option("--epoch-poll-interval", epoch_poll_seconds, "seconds between agent epoch checks");
   app.add_option("--workers", workers, "reconcile workers");
+  app.add_option("--workers-per-agent", workers_per_agent,
+                 "reconcile workers one agent's volumes may hold at once (0: half of --workers; "
+                 "a hanging agent then delays no other agent's volumes)");
   app.add_option("--log-level", log_level, "debug, info, warn, error");
   app.add_option("--ready-file", ready_file, "write the registry's bound port here once serving");
   CLI11_PARSE(app, argc, argv);
@@ -232,6 +236,7 @@ int Run(int argc, char** argv) {
   ropts.resync_interval = std::chrono::seconds(std::max(1, resync_seconds));
   ropts.epoch_poll_interval = std::chrono::seconds(std::max(1, epoch_poll_seconds));
   ropts.workers = workers;
+  ropts.max_workers_per_agent = workers_per_agent;
   ropts.events = events.get();
   ExportReconciler reconciler(*store, directory, clock, ropts);
 

@@ -80,7 +80,11 @@ Status ExportReconciler::Start() {
   cache_->OnChange(api::kKindVolume, [this, own](const store::Event& e) {
     std::string key = kVolPrefix + e.object.name;
     if (e.type != store::EventType::kDeleted && own(key, e.object)) return;
-    EnqueueKey(key);
+    if (e.type == store::EventType::kDeleted) {
+      std::lock_guard<std::mutex> lock(mu_);
+      agent_of_.erase(key);
+    }
+    EnqueueKey(key, {}, e.type == store::EventType::kDeleted ? "" : AgentRefOf(e.object));
   });
   cache_->OnChange(api::kKindNode,
                    [this](const store::Event& e) { EnqueueKey(kNodePrefix + e.object.name); });
@@ -126,10 +130,12 @@ StatusOr<std::vector<store::Object>> ExportReconciler::ReadAll(const std::string
 
 void ExportReconciler::EnqueueVolume(const std::string& volume) { EnqueueKey(kVolPrefix + volume); }
 
-void ExportReconciler::EnqueueKey(const std::string& key, std::chrono::milliseconds delay) {
+void ExportReconciler::EnqueueKey(const std::string& key, std::chrono::milliseconds delay,
+                                  const std::string& agent) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return;
+    if (!agent.empty()) agent_of_[key] = agent;
     if (delay.count() > 0) {
       auto at = clock_.SteadyNow() + delay;
       auto& nb = not_before_[key];
@@ -137,12 +143,29 @@ void ExportReconciler::EnqueueKey(const std::string& key, std::chrono::milliseco
     }
     if (queued_.insert(key).second) queue_.push_back(key);
   }
-  cv_.notify_one();
+  // All: the resync and epoch loops wait on cv_ too, and a notify_one they
+  // took would leave the key unseen while every idle worker sleeps.
+  cv_.notify_all();
+}
+
+std::string ExportReconciler::AgentOfKeyLocked(const std::string& key) const {
+  if (key.rfind(kAgentPrefix, 0) == 0) return key.substr(2);
+  auto it = agent_of_.find(key);
+  return it == agent_of_.end() ? "" : it->second;
+}
+
+int ExportReconciler::WorkerCapPerAgent() const {
+  const int workers = std::max(1, options_.workers);
+  if (options_.max_workers_per_agent > 0) {
+    return std::min(options_.max_workers_per_agent, std::max(1, workers - 1));
+  }
+  return std::max(1, workers / 2);
 }
 
 void ExportReconciler::WorkerLoop() {
   while (true) {
     std::string key;
+    std::string agent;  // whose busy count this worker holds, if any
     {
       std::unique_lock<std::mutex> lock(mu_);
       while (true) {
@@ -151,14 +174,21 @@ void ExportReconciler::WorkerLoop() {
         auto next = std::chrono::steady_clock::time_point::max();
         for (auto it = queue_.begin(); it != queue_.end(); ++it) {
           auto nb = not_before_.find(*it);
-          if (nb == not_before_.end() || nb->second <= now) {
-            key = *it;
-            queue_.erase(it);
-            queued_.erase(key);
-            if (nb != not_before_.end()) not_before_.erase(nb);
-            break;
+          if (nb != not_before_.end() && nb->second > now) {
+            next = std::min(next, nb->second);
+            continue;
           }
-          next = std::min(next, nb->second);
+          // A key of an agent whose share of the workers is busy waits
+          // (a finishing worker wakes us): the others' keys go first.
+          std::string a = AgentOfKeyLocked(*it);
+          if (!a.empty() && busy_workers_[a] >= WorkerCapPerAgent()) continue;
+          key = *it;
+          agent = a;
+          queue_.erase(it);
+          queued_.erase(key);
+          if (nb != not_before_.end()) not_before_.erase(nb);
+          if (!agent.empty()) busy_workers_[agent]++;
+          break;
         }
         if (!key.empty()) break;
         if (next == std::chrono::steady_clock::time_point::max()) {
@@ -168,6 +198,35 @@ void ExportReconciler::WorkerLoop() {
         }
       }
     }
+    if (agent.empty() && key.rfind(kVolPrefix, 0) == 0) {
+      // Not known yet (queued by name): learn it, and count against it or
+      // put the key back behind that agent's other keys.
+      auto obj = Read(api::kKindVolume, key.substr(2));
+      std::string a = obj.ok() ? AgentRefOf(*obj) : "";
+      if (!a.empty()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        agent_of_[key] = a;
+        if (busy_workers_[a] >= WorkerCapPerAgent()) {
+          if (queued_.insert(key).second) queue_.push_back(key);
+          continue;
+        }
+        busy_workers_[a]++;
+        agent = a;
+      }
+    }
+    // However this key's work ends, its agent's share is given back.
+    struct Busy {
+      ExportReconciler& r;
+      const std::string& agent;
+      ~Busy() {
+        if (agent.empty()) return;
+        {
+          std::lock_guard<std::mutex> lock(r.mu_);
+          if (--r.busy_workers_[agent] <= 0) r.busy_workers_.erase(agent);
+        }
+        r.cv_.notify_all();
+      }
+    } busy{*this, agent};
     if (key.rfind(kVolPrefix, 0) == 0) {
       std::string name = key.substr(2);
       auto r = Reconcile(name, std::nullopt, false);
@@ -215,7 +274,7 @@ void ExportReconciler::ExpandNode(const std::string& node_id) {
     if (!v.ok()) continue;
     for (const auto& n : v->status.published_nodes) {
       if (n.node_id == node_id) {
-        EnqueueVolume(obj.name);
+        EnqueueKey(kVolPrefix + obj.name, {}, v->spec.agent_ref);
         break;
       }
     }

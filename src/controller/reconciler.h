@@ -29,8 +29,13 @@ namespace pillar::controller {
 struct ReconcilerOptions {
   std::chrono::milliseconds resync_interval{std::chrono::seconds(30)};
   double resync_jitter = 0.2;  // each period is interval * [1 - j, 1 + j]
-  int workers = 4;
+  int workers = 8;
   int max_inflight_per_agent = 4;
+  // How many workers may work on one agent's keys at once (0: half the
+  // workers, at least 1, and never all of them when there are two or more):
+  // a slow or hanging agent holds only these, and every other agent's
+  // volumes go on being reconciled by the rest.
+  int max_workers_per_agent = 0;
   std::chrono::milliseconds backoff_base{500};
   std::chrono::milliseconds backoff_max{std::chrono::seconds(30)};
   std::chrono::milliseconds epoch_poll_interval{std::chrono::seconds(5)};
@@ -137,7 +142,14 @@ class ExportReconciler {
   // first the storage of its lifecycle on the agent (the agent deletes only
   // what carries that uid), then the record, pinned to its uid and version.
   void ReapAbandonedCreate(const store::Object& obj, AgentClient& client);
-  void EnqueueKey(const std::string& key, std::chrono::milliseconds delay = {});
+  // `agent` (when known) is the agent whose calls the key's work makes; the
+  // workers skip a key while that agent has max_workers_per_agent busy.
+  void EnqueueKey(const std::string& key, std::chrono::milliseconds delay = {},
+                  const std::string& agent = "");
+  // The agent a queued key works on: from the key ("a/NAME"), or learned
+  // when it was queued or last looked at; "" when not known yet.
+  std::string AgentOfKeyLocked(const std::string& key) const;
+  int WorkerCapPerAgent() const;
   void ExpandNode(const std::string& node_id);
   void ExpandAgent(const std::string& agent_ref);
   void WorkerLoop();
@@ -187,6 +199,8 @@ class ExportReconciler {
   std::map<std::string, decltype(store::Object::resource_version)> own_writes_;
   std::map<std::string, int> inflight_;
   std::condition_variable inflight_cv_;
+  std::map<std::string, std::string> agent_of_;  // volume key -> its agent
+  std::map<std::string, int> busy_workers_;      // agent -> workers on its keys
 
   std::mutex credentials_mu_;
   std::map<std::string, Credentials> credentials_;  // volume -> offered, not yet on the agent

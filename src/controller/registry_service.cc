@@ -57,8 +57,69 @@ bool ReadsAnyNode(const grpc::ServerContext* ctx) {
 
 }  // namespace
 
-StatusOr<std::pair<bool, std::string>> RegisterNodeIdentity(store::Store& store, Clock& clock,
-                                                            const rv1::NodeIdentity& id) {
+namespace {
+
+// What of `want` another node's record holds too ("" when nothing).
+std::string SharedIdentity(const api::NodeRecord& want, const api::NodeRecord& other) {
+  if (!want.host_nqn.empty() && want.host_nqn == other.host_nqn) {
+    return "identity.host_nqn " + want.host_nqn;
+  }
+  if (!want.initiator_iqn.empty() && want.initiator_iqn == other.initiator_iqn) {
+    return "identity.initiator_iqn " + want.initiator_iqn;
+  }
+  for (const auto& ip : want.ip_addresses) {
+    if (std::find(other.ip_addresses.begin(), other.ip_addresses.end(), ip) !=
+        other.ip_addresses.end()) {
+      return "identity.ip_addresses " + ip;
+    }
+  }
+  return "";
+}
+
+// No other node may hold what `want` claims: a live one refuses the claim; a
+// stale one gives it up (its record loses it first, so no export ever
+// admits the claim for both).
+Status ClaimIdentity(store::Store& store, std::chrono::system_clock::time_point now,
+                     const api::NodeRecord& want) {
+  ASSIGN_OR_RETURN(store::ListResult nodes, store.List(api::kKindNode));
+  for (const store::Object& obj : nodes.items) {
+    if (obj.name == want.node_id) continue;
+    auto other = api::LoadNode(obj);
+    if (!other.ok()) continue;
+    std::string shared = SharedIdentity(want, *other);
+    if (shared.empty()) continue;
+    auto seen = ParseRfc3339(other->last_seen);
+    if (!seen || now - *seen < kNodeStaleAfter) {
+      return FailedPrecondition(shared + " is node " + obj.name + "'s (last seen " +
+                                (other->last_seen.empty() ? "never" : other->last_seen) +
+                                "); one host NQN, IQN or address belongs to one node");
+    }
+    RETURN_IF_ERROR(store::RetryOnConflict("node " + obj.name, [&](int attempt) -> Status {
+      auto cur = attempt == 0 ? StatusOr<store::Object>(obj) : store.Get(api::kKindNode, obj.name);
+      if (!cur.ok()) return cur.status().code() == Code::kNotFound ? Status::Ok() : cur.status();
+      ASSIGN_OR_RETURN(api::NodeRecord rec, api::LoadNode(*cur));
+      if (rec.host_nqn == want.host_nqn) rec.host_nqn.clear();
+      if (rec.initiator_iqn == want.initiator_iqn) rec.initiator_iqn.clear();
+      std::erase_if(rec.ip_addresses, [&](const std::string& ip) {
+        return std::find(want.ip_addresses.begin(), want.ip_addresses.end(), ip) !=
+               want.ip_addresses.end();
+      });
+      store::Object next = *cur;
+      next.spec = api::NodeSpecToJson(rec);
+      auto updated = store.Update(next);
+      return updated.ok() ? Status::Ok() : updated.status();
+    }));
+    log::Warn("stale node record gave up an identity another node claims",
+              {{"stale", obj.name}, {"claimedBy", want.node_id}, {"what", shared}});
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<std::pair<bool, std::string>> RegisterNodeIdentity(
+    store::Store& store, Clock& clock, const rv1::NodeIdentity& id,
+    const std::function<Status()>& admit_change) {
   RETURN_IF_ERROR(ValidateIdentity(id));
   api::NodeRecord want;
   want.node_id = id.node_id();
@@ -73,9 +134,18 @@ StatusOr<std::pair<bool, std::string>> RegisterNodeIdentity(store::Store& store,
   want.last_seen = FormatRfc3339(now);
 
   using Result = std::pair<bool, std::string>;
+  bool claimed = false;  // checked once per report, before its first write
+  auto claim = [&]() -> Status {
+    if (claimed) return Status::Ok();
+    if (admit_change) RETURN_IF_ERROR(admit_change());
+    RETURN_IF_ERROR(ClaimIdentity(store, now, want));
+    claimed = true;
+    return Status::Ok();
+  };
   return store::RetryOnConflict("node " + id.node_id(), [&](int) -> StatusOr<Result> {
     auto existing = store.Get(api::kKindNode, id.node_id());
     if (existing.status().code() == Code::kNotFound) {
+      RETURN_IF_ERROR(claim());
       store::Object obj;
       obj.kind = api::kKindNode;
       obj.name = id.node_id();
@@ -94,6 +164,7 @@ StatusOr<std::pair<bool, std::string>> RegisterNodeIdentity(store::Store& store,
       if (auto t = ParseRfc3339(have->last_seen)) fresh = now - *t < kLastSeenRefresh;
       if (fresh) return Result{false, existing->resource_version};
     }
+    if (!same_identity) RETURN_IF_ERROR(claim());
     store::Object next = *existing;
     next.spec = api::NodeSpecToJson(want);
     ASSIGN_OR_RETURN(store::Object updated, store.Update(next));
@@ -146,11 +217,29 @@ grpc::Status NodeRegistryService::RegisterNode(grpc::ServerContext* ctx,
   // Format first (a clear INVALID_ARGUMENT), then who is asking, then the write.
   if (Status s = ValidateIdentity(req->identity()); !s.ok()) return ToGrpc(s);
   if (Status s = Authorize(ctx, req->identity().node_id()); !s.ok()) return ToGrpc(s);
-  auto r = RegisterNodeIdentity(store_, clock_, req->identity());
+  auto r = RegisterNodeIdentity(store_, clock_, req->identity(),
+                                [&] { return AdmitChange(req->identity().node_id()); });
   if (!r.ok()) return ToGrpc(r.status());
   resp->set_changed(r->first);
   resp->set_resource_version(r->second);
   return grpc::Status::OK;
+}
+
+Status NodeRegistryService::AdmitChange(const std::string& node_id) {
+  auto now = clock_.SteadyNow();
+  std::lock_guard<std::mutex> lock(changes_mu_);
+  auto& times = changes_[node_id];
+  while (!times.empty() && now - times.front() >= kIdentityChangeWindow) times.pop_front();
+  if (static_cast<int>(times.size()) >= kMaxIdentityChanges) {
+    auto wait = std::chrono::duration_cast<std::chrono::seconds>(times.front() +
+                                                                 kIdentityChangeWindow - now);
+    return ResourceExhausted(
+        "the identity of node " + node_id + " changed " + std::to_string(times.size()) +
+        " times in the last " + std::to_string(kIdentityChangeWindow.count()) +
+        " minutes; this change is taken in " + std::to_string(wait.count()) + " s at the earliest");
+  }
+  times.push_back(now);
+  return Status::Ok();
 }
 
 grpc::Status NodeRegistryService::GetNode(grpc::ServerContext* ctx, const rv1::GetNodeRequest* req,

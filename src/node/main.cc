@@ -90,6 +90,8 @@ int Run(int argc, char** argv) {
   std::string registry_tls_name;
   std::string state_dir = "/var/lib/pillar-csi/node";
   std::string sysfs_root = "/sys";
+  std::string fabrics_device = "/dev/nvme-fabrics";
+  std::string iscsi_node_db = "/etc/iscsi/nodes";
   std::string identity_interval = "5s";
   std::string selfheal_interval = "10s";
   std::string device_timeout = "30s";
@@ -110,7 +112,14 @@ int Run(int argc, char** argv) {
                  "projected ServiceAccount token sent with every report (Kubernetes)");
   app.add_option("--state-dir", state_dir, "stage records directory");
   app.add_option("--sysfs-root", sysfs_root, "where sysfs is mounted");
-  app.add_option("--host-nqn-file", id_opts.host_nqn_file, "NVMe host NQN file");
+  app.add_option("--host-nqn-file", id_opts.host_nqn_file,
+                 "NVMe host NQN file (a \"hostid\" file beside it gives the host ID)");
+  app.add_option("--nvme-fabrics-device", fabrics_device,
+                 "the kernel's NVMe-oF connect device (DH-HMAC-CHAP keys are written there, "
+                 "never put on a command line)");
+  app.add_option("--iscsi-node-db", iscsi_node_db,
+                 "open-iscsi's node database (CHAP settings are written there for iscsiadm, "
+                 "never put on a command line)");
   app.add_option("--iscsi-initiator-file", id_opts.iscsi_initiator_file,
                  "open-iscsi initiator name file");
   app.add_option("--node-address", id_opts.static_addresses,
@@ -148,8 +157,9 @@ int Run(int argc, char** argv) {
   SyscallMounter mounter;
   AttachOptions attach_opts;
   attach_opts.device_timeout_ms = dev_timeout->count();
-  NvmeAttacher nvme(exec, fs, clock, sysfs_root, id_opts.host_nqn_file, attach_opts);
-  IscsiAttacher iscsi(exec, fs, clock, sysfs_root, attach_opts);
+  DevFabrics fabrics(fabrics_device);
+  NvmeAttacher nvme(exec, fabrics, fs, clock, sysfs_root, id_opts.host_nqn_file, attach_opts);
+  IscsiAttacher iscsi(exec, fs, clock, sysfs_root, iscsi_node_db, attach_opts);
   NfsMounter nfs(exec);
   PosixDeviceClaimer claimer;
   DeviceFormatter formatter(exec, claimer);

@@ -561,12 +561,21 @@ Status ConfigfsSim::RemoveTree(const std::string& path) {
   return posix_.RemoveTree(path);
 }
 
-// pillar never sets modes or owners in configfs; outside it (a file pool of
-// the agent simulator) they are the real ones.
+// In configfs pillar sets only the modes of attributes (it hides keys from
+// local users; configfs keeps an attribute's mode while the item lives) and
+// never an owner; outside it (a file pool of the agent simulator) they are
+// the real ones.
 Status ConfigfsSim::Chmod(const std::string& path, mode_t mode) {
-  if (Relative(path).inside) return Denied("chmod " + path + ": not done in configfs");
+  if (Relative(path).inside && !posix_.IsDir(path) && !posix_.Exists(path)) {
+    return Denied("chmod " + path + ": no such attribute");
+  }
+  if (Relative(path).inside && posix_.IsDir(path)) {
+    return Denied("chmod " + path + ": pillar sets the modes of attributes only");
+  }
   return posix_.Chmod(path, mode);
 }
+
+StatusOr<mode_t> ConfigfsSim::Mode(const std::string& path) { return posix_.Mode(path); }
 
 Status ConfigfsSim::Chown(const std::string& path, uid_t uid, gid_t gid) {
   if (Relative(path).inside) return Denied("chown " + path + ": not done in configfs");

@@ -71,6 +71,7 @@ class ConfigfsSim : public Fs {
   StatusOr<FsCapacity> StatVfs(const std::string& path) override;
   Status RemoveTree(const std::string& path) override;
   Status Chmod(const std::string& path, mode_t mode) override;
+  StatusOr<mode_t> Mode(const std::string& path) override;
   Status Chown(const std::string& path, uid_t uid, gid_t gid) override;
 
  private:

@@ -33,6 +33,28 @@ TEST(PosixFsTest, FilesDirsAndLinks) {
   EXPECT_EQ(JoinPath("/sys/kernel/config/", "/nvmet"), "/sys/kernel/config/nvmet");
 }
 
+TEST(PosixFsTest, AtomicWritesNeverFollowAPlantedLinkAndLeaveNoTemporary) {
+  testing::TempDir tmp;
+  PosixFs fs;
+  ASSERT_TRUE(fs.MakeDirs(tmp.Sub("d")).ok());
+  ASSERT_TRUE(fs.WriteFile(tmp.Sub("victim"), "precious\n").ok());
+  // The names the old code used (".tmp.<pid>") and a few more, planted as
+  // links to a file the writer must never touch.
+  for (const std::string& suffix : {".tmp." + std::to_string(getpid()), std::string(".tmp.0")}) {
+    ASSERT_EQ(symlink(tmp.Sub("victim").c_str(), tmp.Sub("d/rec" + suffix).c_str()), 0);
+  }
+  ASSERT_TRUE(fs.WriteFileAtomic(tmp.Sub("d/rec"), "secret").ok());
+  EXPECT_EQ(*fs.ReadFile(tmp.Sub("victim")), "precious\n");
+  EXPECT_EQ(*fs.ReadFile(tmp.Sub("d/rec")), "secret");
+  struct stat st {};
+  ASSERT_EQ(lstat(tmp.Sub("d/rec").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  auto list = fs.ListDir(tmp.Sub("d"));
+  ASSERT_TRUE(list.ok());
+  EXPECT_EQ(list->size(), 3u) << "the record and the two planted links; no temporary left";
+}
+
 TEST(PosixFsTest, SparseFilesHaveExactSizeAndNoBlocks) {
   testing::TempDir tmp;
   PosixFs fs;

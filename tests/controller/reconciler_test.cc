@@ -551,6 +551,44 @@ TEST_F(ReconcilerLoopTest, ConcurrentAgentCallsAreBoundedPerAgent) {
   EXPECT_EQ(agent_->MaxInFlight(), 2);
 }
 
+TEST_F(ReconcilerLoopTest, AHangingAgentHoldsOnlyItsShareOfTheWorkers) {
+  options_.workers = 4;  // two of them at most on one agent's keys
+  options_.max_inflight_per_agent = 4;
+  std::vector<std::string> names;
+  for (int i = 0; i < 6; ++i) {
+    names.push_back("pvc-" + std::to_string(i));
+    CreateVolume(Spec(names.back()), Intent(false));
+  }
+  auto healthy = agents_.Add("storage-2");
+  healthy->SetBootEpoch(kBootEpoch);
+  RegisterAgent("storage-2", "10.0.0.2", kBootEpoch);
+  api::VolumeSpec other = Spec("pvc-other");
+  other.agent_ref = "storage-2";
+  store::Object o;
+  o.kind = api::kKindVolume;
+  o.name = other.volume_id;
+  o.spec = api::ToJson(other);
+  o.status = api::ToJson(Intent(false));
+  ASSERT_TRUE(store().Create(o).ok());
+  healthy->AddVolume(other.agent_volume_id, other.capacity_bytes);
+
+  agent_->Hold();  // storage-1 hangs
+  ASSERT_TRUE(reconciler().Start().ok());
+  for (const auto& n : names) reconciler().EnqueueVolume(n);
+  ASSERT_TRUE(WaitFor([&] { return agent_->InFlight() == 2; }));
+  reconciler().EnqueueVolume("pvc-other");
+  EXPECT_TRUE(WaitFor([&] { return Condition("pvc-other") == "True/Reconciled"; }))
+      << "storage-2's volume waited behind storage-1's hanging calls";
+  EXPECT_EQ(agent_->MaxInFlight(), 2) << "only its share of the workers went to storage-1";
+  agent_->Release();
+  EXPECT_TRUE(WaitFor([&] {
+    for (const auto& n : names) {
+      if (Condition(n) != "True/Reconciled") return false;
+    }
+    return true;
+  }));
+}
+
 TEST_F(ReconcilerLoopTest, BootEpochChangeAloneReappliesTheAgentsExports) {
   RegisterNode("node-a");
   CreateVolume(Spec("pvc-1"), Intent(true, {"node-a"}, 1));

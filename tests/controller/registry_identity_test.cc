@@ -76,8 +76,11 @@ class RegistryIdentityTest : public ::testing::Test {
     rv1::RegisterNodeRequest req;
     req.mutable_identity()->set_node_id(node_id);
     req.mutable_identity()->set_host_nqn(nqn);
+    // Addresses of this node's own (one address belongs to one node):
+    // node-a 10.97.*, node-b 10.98.*, ...
+    const std::string net = "10." + std::to_string(90 + node_id.back() % 10) + ".";
     for (int i = 0; i < addresses; ++i) {
-      req.mutable_identity()->add_ip_addresses("10.99." + std::to_string(i / 250) + "." +
+      req.mutable_identity()->add_ip_addresses(net + std::to_string(i / 250) + "." +
                                                std::to_string(i % 250 + 1));
     }
     grpc::ClientContext ctx;

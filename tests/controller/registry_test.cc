@@ -4,10 +4,12 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include "api/convert.h"
 #include "api/types.h"
 #include "common/grpc_status.h"
 #include "common/temp_dir.h"
 #include "controller/registry_service.h"
+#include "kube/manual_clock.h"
 #include "store/sqlite/sqlite_store.h"
 
 namespace pillar::controller {
@@ -121,6 +123,86 @@ TEST_F(RegistryAuthTest, MalformedNodeIdIsInvalidBeforeAnyTokenReview) {
   int before = api_.reviews;
   EXPECT_EQ(Register("node-a-token", "Bad/Node", kNqnA).code(), Code::kInvalidArgument);
   EXPECT_EQ(api_.reviews, before);
+}
+
+// Identities belong to one node each, and change at a bounded rate: the
+// registry itself (no authorizer), over the real SQLite store.
+class RegistryIdentityClaimTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto opened = store::SqliteStore::Open({dir_.Sub("store.db")});
+    ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+    store_ = std::move(opened).value();
+    service_ = std::make_unique<NodeRegistryService>(*store_, clock_);
+  }
+  static rv1::NodeIdentity Id(const std::string& node, const std::string& nqn,
+                              std::vector<std::string> ips) {
+    rv1::NodeIdentity id;
+    id.set_node_id(node);
+    id.set_host_nqn(nqn);
+    for (auto& ip : ips) id.add_ip_addresses(ip);
+    return id;
+  }
+  Status Report(const rv1::NodeIdentity& id) {
+    rv1::RegisterNodeRequest req;
+    *req.mutable_identity() = id;
+    rv1::RegisterNodeResponse resp;
+    return FromGrpc(service_->RegisterNode(nullptr, &req, &resp));
+  }
+  api::NodeRecord Node(const std::string& name) {
+    auto obj = store_->Get(api::kKindNode, name);
+    EXPECT_TRUE(obj.ok());
+    auto rec = obj.ok() ? api::LoadNode(*obj) : StatusOr<api::NodeRecord>(obj.status());
+    return rec.ok() ? *rec : api::NodeRecord();
+  }
+
+  testing::TempDir dir_;
+  kube::testing::ManualClock clock_;
+  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<NodeRegistryService> service_;
+};
+
+TEST_F(RegistryIdentityClaimTest, ALiveNodesNqnOrAddressCannotBeClaimedByAnother) {
+  ASSERT_TRUE(Report(Id("node-a", kNqnA, {"10.0.0.11"})).ok());
+  Status s = Report(Id("node-b", kNqnA, {"10.0.0.12"}));
+  EXPECT_EQ(s.code(), Code::kFailedPrecondition);
+  EXPECT_NE(s.message().find("identity.host_nqn"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("node-a"), std::string::npos) << s.message();
+  s = Report(Id("node-b", kNqnEvil, {"10.0.0.12", "10.0.0.11"}));
+  EXPECT_EQ(s.code(), Code::kFailedPrecondition);
+  EXPECT_NE(s.message().find("10.0.0.11"), std::string::npos) << s.message();
+  EXPECT_EQ(store_->Get(api::kKindNode, "node-b").status().code(), Code::kNotFound)
+      << "a refused claim writes nothing";
+  // A node that changes to an identity of its own is fine.
+  ASSERT_TRUE(Report(Id("node-b", kNqnEvil, {"10.0.0.12"})).ok());
+  EXPECT_EQ(Node("node-a").ip_addresses, std::vector<std::string>{"10.0.0.11"});
+}
+
+TEST_F(RegistryIdentityClaimTest, AStaleNodeGivesUpWhatAnotherClaimsSoNoExportAdmitsBoth) {
+  ASSERT_TRUE(Report(Id("node-a", kNqnA, {"10.0.0.11", "10.0.0.21"})).ok());
+  clock_.elapsed += kNodeStaleAfter + std::chrono::minutes(1);  // node-a went away
+  ASSERT_TRUE(Report(Id("node-b", kNqnEvil, {"10.0.0.11"})).ok());
+  EXPECT_EQ(Node("node-a").ip_addresses, std::vector<std::string>{"10.0.0.21"});
+  EXPECT_EQ(Node("node-a").host_nqn, kNqnA) << "only what was claimed is given up";
+  EXPECT_EQ(Node("node-b").ip_addresses, std::vector<std::string>{"10.0.0.11"});
+}
+
+TEST_F(RegistryIdentityClaimTest, IdentityChangesAreBoundedPerNodeAndRoomComesBack) {
+  for (int i = 0; i < kMaxIdentityChanges; ++i) {
+    ASSERT_TRUE(Report(Id("node-a", kNqnA, {"10.0.1." + std::to_string(i + 1)})).ok()) << i;
+  }
+  Status s = Report(Id("node-a", kNqnA, {"10.0.2.1"}));
+  EXPECT_EQ(s.code(), Code::kResourceExhausted);
+  EXPECT_NE(s.message().find("node-a"), std::string::npos) << s.message();
+  EXPECT_EQ(Node("node-a").ip_addresses,
+            std::vector<std::string>{"10.0.1." + std::to_string(kMaxIdentityChanges)});
+  // The same identity again is no change: never refused.
+  EXPECT_TRUE(Report(Id("node-a", kNqnA, {"10.0.1." + std::to_string(kMaxIdentityChanges)})).ok());
+  // Another node has its own budget.
+  EXPECT_TRUE(Report(Id("node-b", kNqnEvil, {"10.0.3.1"})).ok());
+  clock_.elapsed += kIdentityChangeWindow;
+  EXPECT_TRUE(Report(Id("node-a", kNqnA, {"10.0.2.1"})).ok());
+  EXPECT_EQ(Node("node-a").ip_addresses, std::vector<std::string>{"10.0.2.1"});
 }
 
 }  // namespace

@@ -779,10 +779,42 @@ s8_secret_nowhere() {
   fi
   step "no log, store or stage record holds $1"
 }
+# Every nvme and iscsiadm the node plugin runs on consumer-a goes through a
+# wrapper that logs its argv to /e2e/out (which s8_secret_nowhere searches):
+# a secret on a command line, where any local user reads it in
+# /proc/PID/cmdline, would be found there.
+s8_log_argv() { # on | off
+  if [[ "$1" == on ]]; then
+    local wrapper
+    # shellcheck disable=SC2016 # expanded by the wrapper, in the guest
+    wrapper='#!/bin/sh
+printf "%s\n" "${0##*/} $*" >>/e2e/out/consumer-a-argv.log
+exec "/usr/sbin/${0##*/}" "$@"
+'
+    vm_sh consumer-a 'for t in nvme iscsiadm; do
+        printf "%s" "$1" >"/usr/local/sbin/$t" && chmod 0755 "/usr/local/sbin/$t" || exit 1
+      done' "$wrapper" || fail "installing the argv loggers on consumer-a"
+  else
+    vm_sh consumer-a 'rm -f /usr/local/sbin/nvme /usr/local/sbin/iscsiadm' || true
+  fi
+}
+# s8_private PATH...: each configfs attribute on the storage guest is mode
+# 0600 and a local user other than root cannot read it.
+s8_private() {
+  local f mode
+  for f in "$@"; do
+    mode="$(vm_exec storage stat -c '%a' "$f")" || fail "stat $f"
+    [[ "$mode" == 600 ]] || fail "$f is mode $mode, not 600"
+    if vm_exec storage setpriv --reuid=65534 --regid=65534 --clear-groups cat "$f" >/dev/null 2>&1; then
+      fail "user 65534 read $f"
+    fi
+  done
+}
 s8() {
   local good bad resp w r out out2
   good="$(jq -cn --arg p "$S8_PASSWORD" '{chapUsername:"consumer", chapPassword:$p}')"
   bad='{"chapUsername":"consumer","chapPassword":"not-the-password"}'
+  s8_log_argv on
 
   # iSCSI CHAP.
   s8_create s8-chap iscsi block demo '{"auth":"chap"}' "$good"
@@ -793,6 +825,8 @@ s8() {
   tpg="/sys/kernel/config/target/iscsi/$(vctx s8-chap targetID)/tpgt_1"
   [[ "$(vm_exec storage cat "$tpg/attrib/authentication")" == 1 ]] || fail "LIO authentication is not 1"
   step "LIO enforces CHAP (authentication=1) on the target"
+  s8_private "$tpg/acls/$(vm_iqn consumer-a)/auth/password"
+  step "LIO: the ACL's CHAP password is mode 0600, unreadable by another local user"
   if out="$(s8_stage s8-chap consumer-a "$bad" 2>&1)"; then
     fail "NodeStage with the wrong CHAP password succeeded"
   fi
@@ -838,6 +872,8 @@ s8() {
   vm_sh storage '[[ -L "/sys/kernel/config/nvmet/subsystems/$1/allowed_hosts/$2" ]]' "$nqn" "$(vm_hostnqn consumer-a)" ||
     fail "consumer-a is not in allowed_hosts"
   step "nvmet: consumer-a admitted with its dhchap_key and dhchap_ctrl_key"
+  s8_private "$host_dir/dhchap_key" "$host_dir/dhchap_ctrl_key"
+  step "nvmet: both keys are mode 0600, unreadable by another local user"
   # Connected controllers of the subsystem on consumer-a (0 after a refusal).
   sub='n=0; for f in /sys/class/nvme/nvme*/subsysnqn; do [[ -e "$f" && "$(cat "$f")" == "$1" ]] && n=$((n + 1)); done; echo $n'
   if out="$(s8_stage s8-dhchap consumer-a "$(jq -cn --arg k "$wrong" --arg c "$ctrl_key" '{dhchapKey:$k, dhchapCtrlKey:$c}')" 2>&1)"; then
@@ -859,9 +895,15 @@ s8() {
   w="$(fill consumer-a "$(target s8-dhchap)" 4)"
   r="$(sum storage "$(backing s8-dhchap)" 4)"
   same "DH-HMAC-CHAP session data" "$w" "$r"
-  s8_secret_nowhere "the DH-HMAC-CHAP key" "${key:10:24}"
   detach s8-dhchap consumer-a
   delete s8-dhchap
+  s8_secret_nowhere "the DH-HMAC-CHAP key" "${key:10:24}"
+  s8_secret_nowhere "the CHAP password" "$S8_PASSWORD"
+  out="$(vm_exec consumer-a cat /e2e/out/consumer-a-argv.log)" || fail "no argv log on consumer-a"
+  [[ "$out" == *"iscsiadm -m discovery"* && "$out" == *"nvme disconnect"* ]] ||
+    fail "the argv log did not see the node plugin's commands: $out"
+  step "the node plugin's nvme and iscsiadm command lines (logged) hold neither secret"
+  s8_log_argv off
 
   # NFS root squashing.
   create s8-nfs nfs nfs demo
@@ -890,6 +932,12 @@ s8() {
   out="$(vm_exec consumer-a stat -c '%u' "$mnt/by-root")"
   [[ "$out" == 65534 ]] || fail "a file written by root is owned by $out, not the squashed 65534"
   step "default root 0777: root writes, squashed to 65534"
+  [[ "$(vm_exec storage stat -c '%a' "$POOL_DIR")" == 700 ]] || fail "the file pool directory is not 0700"
+  if vm_exec storage setpriv --reuid=65534 --regid=65534 --clear-groups \
+    touch "$POOL_DIR/s8-nfs/by-a-local-user" 2>/dev/null; then
+    fail "a local user of the storage node wrote into a 0777 NFS volume"
+  fi
+  step "the pool directory is 0700: no local user of the storage node reaches the 0777 volume"
   detach s8-nfs consumer-a
   delete s8-nfs
   create s8-nfs-own nfs nfs demo '"nfsRootOwner":"1000:1000","nfsRootMode":"0770"'

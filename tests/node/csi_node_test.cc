@@ -21,8 +21,9 @@ using testing::FakeMounter;
 class NodeCsiTest : public ::testing::Test {
  protected:
   NodeCsiTest()
-      : nvme_(exec_, fs_, clock_, tmp_.Sub("sys"), tmp_.Sub("hostnqn")),
-        iscsi_(exec_, fs_, clock_, tmp_.Sub("sys")),
+      : fabrics_(exec_),
+        nvme_(exec_, fabrics_, fs_, clock_, tmp_.Sub("sys"), tmp_.Sub("hostnqn")),
+        iscsi_(exec_, fs_, clock_, tmp_.Sub("sys"), tmp_.Sub("iscsi-nodes")),
         nfs_(exec_),
         formatter_(exec_, claimer_),
         records_(fs_, tmp_.Sub("state/volumes")),
@@ -44,6 +45,7 @@ class NodeCsiTest : public ::testing::Test {
   FakeExec exec_;
   FakeClock clock_;
   FakeMounter mounter_;
+  testing::ExecFabrics fabrics_;
   NvmeAttacher nvme_;
   IscsiAttacher iscsi_;
   NfsMounter nfs_;

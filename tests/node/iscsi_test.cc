@@ -1,6 +1,7 @@
 #include "node/attach/iscsi.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include "common/fake_exec.h"
 #include "common/temp_dir.h"
@@ -13,6 +14,8 @@ using pillar::testing::FakeExec;
 using pillar::testing::TempDir;
 using testing::FakeClock;
 using testing::IscsiSysfsBuilder;
+using testing::ReadText;
+using testing::WriteText;
 
 constexpr const char* kIqn = "iqn.2026-01.com.bhyoo.pillar:tank.pvc-1";
 
@@ -31,7 +34,17 @@ class NodeIscsiTest : public ::testing::Test {
   NodeIscsiTest() : sys_(tmp_.Sub("sys")) {
     std::filesystem::create_directories(tmp_.Sub("sys/class/iscsi_session"));
   }
-  IscsiAttacher Attacher() { return IscsiAttacher(exec_, fs_, clock_, tmp_.Sub("sys")); }
+  IscsiAttacher Attacher() {
+    return IscsiAttacher(exec_, fs_, clock_, tmp_.Sub("sys"), tmp_.Sub("nodes"));
+  }
+  // What `iscsiadm -m discovery` leaves in the node database: one record
+  // per portal and TPG, one file per iface.
+  std::string AddNodeRecord(const std::string& portal_dir, const std::string& text) {
+    std::string dir = tmp_.Sub("nodes/" + std::string(kIqn) + "/" + portal_dir);
+    std::filesystem::create_directories(dir);
+    WriteText(dir + "/default", text);
+    return dir + "/default";
+  }
 
   TempDir tmp_;
   PosixFs fs_;
@@ -138,8 +151,22 @@ TEST_F(NodeIscsiTest, InvalidIqnRunsNothing) {
   EXPECT_TRUE(exec_.calls().empty());
 }
 
-TEST_F(NodeIscsiTest, ChapIsSetOnTheNodeRecordBetweenDiscoveryAndLogin) {
-  exec_.OnOutput({"iscsiadm", "-m", "discovery"}, std::string("10.0.0.1:3260,1 ") + kIqn + "\n");
+TEST_F(NodeIscsiTest, ChapIsWrittenToTheNodeRecordBetweenDiscoveryAndLoginNeverOnAnArgv) {
+  const std::string record =
+      "# BEGIN RECORD 2.1.8\n"
+      "node.name = iqn.2026-01.com.bhyoo.pillar:tank.pvc-1\n"
+      "node.session.auth.authmethod = None\n"
+      "node.session.auth.chap_algs = MD5\n"
+      "node.session.auth.password = old\n"
+      "node.conn[0].address = 10.0.0.1\n"
+      "# END RECORD\n";
+  std::string ours;
+  std::string other_portal;
+  exec_.On({"iscsiadm", "-m", "discovery"}, [&](const Command&) -> StatusOr<ExecResult> {
+    ours = AddNodeRecord("10.0.0.1,3260,1", record);
+    other_portal = AddNodeRecord("10.0.0.2,3260,1", record);
+    return ExecResult{0, std::string("10.0.0.1:3260,1 ") + kIqn + "\n", ""};
+  });
   exec_.On({"iscsiadm", "-m", "node"}, [&](const Command& c) -> StatusOr<ExecResult> {
     if (c.argv.back() == "--login") {
       sys_.AddSession(1, 2, kIqn, "10.0.0.1", 3260);
@@ -154,20 +181,44 @@ TEST_F(NodeIscsiTest, ChapIsSetOnTheNodeRecordBetweenDiscoveryAndLogin) {
   ASSERT_TRUE(dev.ok()) << dev.status().ToString();
   std::string node = std::string("iscsiadm -m node -T ") + kIqn + " -p 10.0.0.1:3260";
   EXPECT_EQ(exec_.CallLines(),
-            (std::vector<std::string>{
-                "iscsiadm -m discovery -t sendtargets -p 10.0.0.1:3260",
-                node + " -o update -n node.session.auth.authmethod -v CHAP",
-                node + " -o update -n node.session.auth.username -v node-a",
-                node + " -o update -n node.session.auth.password -v twelve-bytes-secret",
-                node + " -o update -n node.session.auth.username_in -v target-1",
-                node + " -o update -n node.session.auth.password_in -v mutual-secret-42",
-                node + " --login"}));
+            (std::vector<std::string>{"iscsiadm -m discovery -t sendtargets -p 10.0.0.1:3260",
+                                      node + " --login"}));
+  EXPECT_EQ(ReadText(ours),
+            "# BEGIN RECORD 2.1.8\n"
+            "node.name = iqn.2026-01.com.bhyoo.pillar:tank.pvc-1\n"
+            "node.session.auth.chap_algs = MD5\n"
+            "node.conn[0].address = 10.0.0.1\n"
+            "# END RECORD\n"
+            "node.session.auth.authmethod = CHAP\n"
+            "node.session.auth.username = node-a\n"
+            "node.session.auth.password = twelve-bytes-secret\n"
+            "node.session.auth.username_in = target-1\n"
+            "node.session.auth.password_in = mutual-secret-42\n");
+  struct stat st {};
+  ASSERT_EQ(stat(ours.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u) << "root-only, as iscsiadm keeps it";
+  EXPECT_EQ(ReadText(other_portal), record) << "another portal's record is left alone";
 }
 
-TEST_F(NodeIscsiTest, AFailedChapUpdateNamesTheSettingNotTheSecret) {
+TEST_F(NodeIscsiTest, NoNodeRecordAfterDiscoveryIsAClearErrorAndNoLogin) {
   exec_.OnOutput({"iscsiadm", "-m", "discovery"}, std::string("10.0.0.1:3260,1 ") + kIqn + "\n");
-  exec_.On({"iscsiadm", "-m", "node"}, [&](const Command& c) -> StatusOr<ExecResult> {
-    return DeadlineExceeded("command '" + c.ToString() + "' timed out");
+  RemoteTarget t = Target();
+  t.credentials = {"node-a", "twelve-bytes-secret", "", ""};
+  auto a = Attacher();
+  auto dev = a.Attach(t);
+  ASSERT_FALSE(dev.ok());
+  EXPECT_NE(dev.status().message().find("node record"), std::string::npos)
+      << dev.status().message();
+  for (const auto& line : exec_.CallLines()) EXPECT_EQ(line.find("--login"), std::string::npos);
+}
+
+TEST_F(NodeIscsiTest, AFailedLoginNamesNoSecret) {
+  exec_.On({"iscsiadm", "-m", "discovery"}, [&](const Command&) -> StatusOr<ExecResult> {
+    AddNodeRecord("10.0.0.1,3260,1", "node.name = x\n");
+    return ExecResult{0, "", ""};
+  });
+  exec_.On({"iscsiadm", "-m", "node"}, [&](const Command&) -> StatusOr<ExecResult> {
+    return ExecResult{24, "", "iscsiadm: login failed with password twelve-bytes-secret"};
   });
   RemoteTarget t = Target();
   t.credentials = {"node-a", "twelve-bytes-secret", "", ""};
@@ -176,6 +227,7 @@ TEST_F(NodeIscsiTest, AFailedChapUpdateNamesTheSettingNotTheSecret) {
   ASSERT_FALSE(dev.ok());
   EXPECT_EQ(dev.status().message().find("twelve-bytes-secret"), std::string::npos)
       << dev.status().message();
+  EXPECT_NE(dev.status().message().find("<secret>"), std::string::npos) << dev.status().message();
 }
 
 }  // namespace

@@ -71,8 +71,9 @@ int CountCalls(FakeExec& exec, const std::string& prefix) {
 class Node {
  public:
   Node(const std::string& root, FakeExec& exec, FakeMounter& mounter)
-      : nvme_(exec, fs_, clock_, root + "/sys", root + "/hostnqn", Opts()),
-        iscsi_(exec, fs_, clock_, root + "/sys", Opts()),
+      : fabrics_(exec),
+        nvme_(exec, fabrics_, fs_, clock_, root + "/sys", root + "/hostnqn", Opts()),
+        iscsi_(exec, fs_, clock_, root + "/sys", root + "/iscsi-nodes", Opts()),
         nfs_(exec),
         formatter_(exec, claimer_),
         records_(fs_, root + "/state/volumes"),
@@ -95,6 +96,7 @@ class Node {
  private:
   PosixFs fs_;
   FakeClock clock_;
+  testing::ExecFabrics fabrics_;
   NvmeAttacher nvme_;
   IscsiAttacher iscsi_;
   NfsMounter nfs_;
@@ -116,10 +118,9 @@ class NodeCoreTest : public ::testing::Test {
     std::filesystem::create_directories(tmp_.Sub("kubelet"));
     // The target: connecting creates the subsystem, controller and the
     // namespaces this test exported.
-    exec_.On({"nvme", "connect"}, [this](const Command& c) {
-      // `nvme connect ... -n NQN`: pvc-2's subsystem is nvme-subsys1.
-      auto n = std::find(c.argv.begin(), c.argv.end(), "-n");
-      if (n != c.argv.end() && n + 1 != c.argv.end() && *(n + 1) == kNqn2) {
+    exec_.On({"nvme-fabrics"}, [this](const Command& c) {
+      // "...,nqn=NQN,...": pvc-2's subsystem is nvme-subsys1.
+      if (c.argv[1].find(std::string(",nqn=") + kNqn2 + ",") != std::string::npos) {
         sys_.AddSubsystem(1, kNqn2);
         sys_.AddController(1, 1, kNqn2, "10.0.0.1", 4420);
         sys_.AddNamespace(1, 1, 1, 1);
@@ -190,8 +191,9 @@ class NodeCoreTest : public ::testing::Test {
 TEST_F(NodeCoreTest, StageConnectsFormatsTheBlankDeviceAndMounts) {
   ASSERT_TRUE(core().Stage(Stage()).ok());
   EXPECT_EQ(exec_.CallLines(), (std::vector<std::string>{
-                                   std::string("nvme connect -t tcp -a 10.0.0.1 -s 4420 -n ") +
-                                       kNqn + " --hostnqn=" + kHostNqn,
+                                   std::string("nvme-fabrics transport=tcp,traddr=10.0.0.1,"
+                                               "trsvcid=4420,nqn=") +
+                                       kNqn + ",hostnqn=" + kHostNqn,
                                    "blkid -p -o export /dev/nvme0n1",
                                    // probed again under the exclusive claim
                                    "blkid -p -o export /dev/nvme0n1", "mkfs.ext4 /dev/nvme0n1"}));
@@ -449,7 +451,7 @@ TEST_F(NodeCoreTest, InterruptedStageIsFinishedByTheRetry) {
   exec_.OnOutput({"blkid"}, "", 2);
   ASSERT_TRUE(core().Stage(Stage()).ok());
   EXPECT_EQ(node_->records().Get("pvc-1")->state, "staged");
-  EXPECT_EQ(CountCalls(exec_, "nvme connect"), 1);
+  EXPECT_EQ(CountCalls(exec_, "nvme-fabrics"), 1);
 }
 
 TEST_F(NodeCoreTest, StatsReportUsageAndAbnormalConditions) {
@@ -538,7 +540,7 @@ TEST_F(NodeCoreTest, SelfHealingRescansAMissingDeviceAndReconnects) {
   r = node_->healer().RunOnce();
   EXPECT_EQ(r.repaired, 1);
   ASSERT_EQ(exec_.calls().size(), 1u);
-  EXPECT_EQ(exec_.calls()[0][1], "connect");
+  EXPECT_EQ(exec_.calls()[0][0], "nvme-fabrics");
   EXPECT_EQ(CountCalls(exec_, "nvme disconnect"), 0);
 }
 
@@ -572,7 +574,7 @@ TEST_F(NodeCoreTest, CallsDuringARunningStageAreAbortedAndConnectOnce) {
   std::promise<void> release;
   std::shared_future<void> released = release.get_future().share();
   std::atomic<int> connects{0};
-  exec_.On({"nvme", "connect"}, [&](const Command&) -> StatusOr<ExecResult> {
+  exec_.On({"nvme-fabrics"}, [&](const Command&) -> StatusOr<ExecResult> {
     if (connects++ == 0) {
       entered.set_value();
       // Bounded, so a broken lock fails the test instead of hanging it.
@@ -867,7 +869,13 @@ TEST_F(NodeCoreTest, ChapVolumeNeedsItsSecretsAndConnectsWithTheKey) {
   s = core().Stage(r);
   ASSERT_TRUE(s.ok()) << s.ToString();
   ASSERT_FALSE(exec_.CallLines().empty());
-  EXPECT_NE(exec_.CallLines()[0].find(" --dhchap-secret=" + key), std::string::npos);
+  // The key goes to the kernel's connect device only, never on an argv.
+  EXPECT_NE(exec_.CallLines()[0].find("nvme-fabrics "), std::string::npos);
+  EXPECT_NE(exec_.CallLines()[0].find(",dhchap_secret=" + key), std::string::npos);
+  for (const auto& argv : exec_.calls()) {
+    if (argv[0] == "nvme-fabrics") continue;
+    for (const auto& arg : argv) EXPECT_EQ(arg.find(key), std::string::npos) << arg;
+  }
   // The stage record (on disk, read back after a restart) holds no secret.
   auto rec = node_->records().Get("pvc-1");
   ASSERT_TRUE(rec.ok());

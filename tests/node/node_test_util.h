@@ -18,10 +18,31 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/fake_exec.h"
+#include "node/attach/nvme_fabrics.h"
 #include "node/format.h"
 #include "node/mounter.h"
 
 namespace pillar::node::testing {
+
+// The kernel's NVMe-oF connect device as the node tests see it: each write
+// is recorded in the FakeExec's call list as "nvme-fabrics <options>" (one
+// list then shows the order of everything the node did) and answered by the
+// FakeExec's handler for {"nvme-fabrics"}: exit 0 connects, anything else
+// fails the write with `err` as the errno's text.
+class ExecFabrics : public Fabrics {
+ public:
+  explicit ExecFabrics(pillar::testing::FakeExec& exec) : exec_(exec) {}
+  StatusOr<std::string> Connect(const std::string& options) override {
+    auto r = exec_.Run(Command{{"nvme-fabrics", options}, {}, {}});
+    if (!r.ok()) return r.status();
+    if (r->exit_code != 0) return Unavailable("write to /dev/nvme-fabrics: " + r->err);
+    return std::string("instance=0,cntlid=1");
+  }
+
+ private:
+  pillar::testing::FakeExec& exec_;
+};
 
 // Claims of fake devices: granted unless the device is listed as busy;
 // `on_claim` runs while a claim is held (to change the device under it).
@@ -57,6 +78,11 @@ class FakeClock : public Clock {
 inline void WriteText(const std::string& path, const std::string& content) {
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
   std::ofstream(path) << content;
+}
+
+inline std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
 inline void Link(const std::string& target, const std::string& link) {

@@ -21,6 +21,9 @@ constexpr const char* kOtherNqn = "nqn.2026-01.com.bhyoo.pillar:tank.pvc-2";
 constexpr const char* kHostNqn =
     "nqn.2014-08.org.nvmexpress:uuid:5d1b5a2e-8a5b-4bd5-9c1e-0c7b1f1a2b3c";
 
+// The value, or the status's text (so a failure shows in the comparison).
+std::string OrText(const StatusOr<std::string>& s) { return s.ok() ? *s : s.status().ToString(); }
+
 RemoteTarget Target(const std::string& nqn = kNqn) {
   RemoteTarget t;
   t.protocol = Protocol::kNvmeofTcp;
@@ -39,12 +42,13 @@ class NodeNvmeTest : public ::testing::Test {
     std::filesystem::create_directories(tmp_.Sub("sys/block"));
   }
   NvmeAttacher Attacher(AttachOptions o = {}) {
-    return NvmeAttacher(exec_, fs_, clock_, tmp_.Sub("sys"), tmp_.Sub("hostnqn"), o);
+    return NvmeAttacher(exec_, fabrics_, fs_, clock_, tmp_.Sub("sys"), tmp_.Sub("hostnqn"), o);
   }
 
   TempDir tmp_;
   PosixFs fs_;
   FakeExec exec_;
+  testing::ExecFabrics fabrics_{exec_};
   FakeClock clock_;
   NvmeSysfsBuilder sys_;
 };
@@ -115,7 +119,7 @@ TEST_F(NodeNvmeTest, ANamespaceOfTheSameNqnAtAnotherAddressIsNeverTheDevice) {
   sys_.AddController(0, 0, kNqn, "10.0.0.9", 4420);  // the victim's connection
   sys_.AddNamespace(0, 1, 0, 1);
   bool connected = false;
-  exec_.On({"nvme", "connect"}, [&](const Command&) -> StatusOr<ExecResult> {
+  exec_.On({"nvme-fabrics"}, [&](const Command&) -> StatusOr<ExecResult> {
     connected = true;
     return ExecResult{0, "", ""};
   });
@@ -142,27 +146,61 @@ TEST_F(NodeNvmeTest, ANamespaceOfTheSameNqnAtAnotherAddressIsNeverTheDevice) {
   EXPECT_EQ(*own_device, "/dev/nvme0n1");
 }
 
-TEST_F(NodeNvmeTest, ConnectArgvIsExact) {
+TEST_F(NodeNvmeTest, ConnectOptionsAreExactAndCarryNoStrayComma) {
   RemoteTarget t = Target();
-  EXPECT_EQ(
-      NvmeAttacher::ConnectCommand(t, kHostNqn).ToString(),
-      std::string("nvme connect -t tcp -a 10.0.0.1 -s 4420 -n ") + kNqn + " --hostnqn=" + kHostNqn);
+  const std::string base = std::string("transport=tcp,traddr=10.0.0.1,trsvcid=4420,nqn=") + kNqn +
+                           ",hostnqn=" + kHostNqn;
+  EXPECT_EQ(OrText(NvmeAttacher::ConnectOptions(t, kHostNqn, "")), base);
+  const std::string host_id = "5d1b5a2e-8a5b-4bd5-9c1e-0c7b1f1a2b3c";
+  EXPECT_EQ(OrText(NvmeAttacher::ConnectOptions(t, kHostNqn, host_id)),
+            base + ",hostid=" + host_id);
   t.ctrl_loss_tmo = 60;
   t.reconnect_delay = 2;
-  EXPECT_EQ(NvmeAttacher::ConnectCommand(t, kHostNqn).ToString(),
-            std::string("nvme connect -t tcp -a 10.0.0.1 -s 4420 -n ") + kNqn +
-                " --hostnqn=" + kHostNqn + " --ctrl-loss-tmo=60 --reconnect-delay=2");
+  EXPECT_EQ(OrText(NvmeAttacher::ConnectOptions(t, kHostNqn, "")),
+            base + ",ctrl_loss_tmo=60,reconnect_delay=2");
   t.credentials.secret = "DHHC-1:00:a:";
   t.credentials.mutual_secret = "DHHC-1:00:b:";
-  EXPECT_EQ(NvmeAttacher::ConnectCommand(t, kHostNqn).ToString(),
-            std::string("nvme connect -t tcp -a 10.0.0.1 -s 4420 -n ") + kNqn +
-                " --hostnqn=" + kHostNqn +
-                " --ctrl-loss-tmo=60 --reconnect-delay=2 --dhchap-secret=DHHC-1:00:a: "
-                "--dhchap-ctrl-secret=DHHC-1:00:b:");
+  EXPECT_EQ(OrText(NvmeAttacher::ConnectOptions(t, kHostNqn, "")),
+            base +
+                ",ctrl_loss_tmo=60,reconnect_delay=2,dhchap_secret=DHHC-1:00:a:,"
+                "dhchap_ctrl_secret=DHHC-1:00:b:");
+  // A value that would add an option of its own is refused, naming the
+  // field and never the value (it may be a key).
+  t.credentials.secret = "DHHC-1:00:a:,traddr=10.6.6.6";
+  auto bad = NvmeAttacher::ConnectOptions(t, kHostNqn, "");
+  EXPECT_EQ(bad.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("secrets.dhchapKey"), std::string::npos);
+  EXPECT_EQ(bad.status().message().find("10.6.6.6"), std::string::npos);
+  t.credentials.secret = "DHHC-1:00:a:";
+  t.credentials.mutual_secret = "DHHC-1:00:b:\nx";
+  EXPECT_EQ(NvmeAttacher::ConnectOptions(t, kHostNqn, "").status().code(), Code::kInvalidArgument);
+}
+
+TEST_F(NodeNvmeTest, TheKeyGoesToTheKernelNeverOnAnArgvNorIntoAnError) {
+  const std::string key = "DHHC-1:00:JTA7RlFcZ3J9iJOeqbS/ytXg6/YBDBciLThDTllkb3qr02o2:";
+  WriteText(tmp_.Sub("hostid"), "5d1b5a2e-8a5b-4bd5-9c1e-0c7b1f1a2b3c\n");
+  // The kernel refuses the key; its errno text comes back without the key.
+  exec_.OnOutput({"nvme-fabrics"}, "", 1, "Key was rejected by service " + key);
+  RemoteTarget t = Target();
+  t.credentials.secret = key;
+  auto a = Attacher();
+  auto dev = a.Attach(t);
+  ASSERT_FALSE(dev.ok());
+  EXPECT_EQ(dev.status().message().find(key), std::string::npos) << dev.status().message();
+  ASSERT_FALSE(exec_.calls().empty());
+  for (const auto& argv : exec_.calls()) {
+    ASSERT_EQ(argv[0], "nvme-fabrics") << "only the connect device was used";
+    EXPECT_NE(argv[1].find(",hostid=5d1b5a2e-8a5b-4bd5-9c1e-0c7b1f1a2b3c"), std::string::npos);
+  }
+  // A malformed host ID file is refused before anything is written.
+  exec_.ClearCalls();
+  WriteText(tmp_.Sub("hostid"), "not-a-uuid\n");
+  EXPECT_EQ(a.Attach(t).status().code(), Code::kInvalidArgument);
+  EXPECT_TRUE(exec_.calls().empty());
 }
 
 TEST_F(NodeNvmeTest, ConnectsThenFindsTheDevice) {
-  exec_.On({"nvme", "connect"}, [&](const Command&) -> StatusOr<ExecResult> {
+  exec_.On({"nvme-fabrics"}, [&](const Command&) -> StatusOr<ExecResult> {
     sys_.AddSubsystem(0, kNqn);
     sys_.AddController(0, 0, kNqn, "10.0.0.1", 4420);
     sys_.AddNamespace(0, 1, 0, 1);
@@ -173,7 +211,7 @@ TEST_F(NodeNvmeTest, ConnectsThenFindsTheDevice) {
   ASSERT_TRUE(dev.ok()) << dev.status().ToString();
   EXPECT_EQ(*dev, "/dev/nvme0n1");
   ASSERT_EQ(exec_.calls().size(), 1u);
-  EXPECT_EQ(exec_.calls()[0][1], "connect");
+  EXPECT_EQ(exec_.calls()[0][0], "nvme-fabrics");
 }
 
 TEST_F(NodeNvmeTest, AlreadyConnectedIsDetectedThroughSysfs) {
@@ -202,11 +240,11 @@ TEST_F(NodeNvmeTest, DeletingControllerMeansConnect) {
   sys_.AddSubsystem(0, kNqn);
   sys_.AddController(0, 1, kNqn, "10.0.0.1", 4420, "deleting");
   sys_.AddNamespace(0, 1, 0, 1);
-  exec_.OnOutput({"nvme", "connect"}, "");
+  exec_.OnOutput({"nvme-fabrics"}, "");
   auto a = Attacher();
   ASSERT_TRUE(a.Attach(Target()).ok());
   ASSERT_EQ(exec_.calls().size(), 1u);
-  EXPECT_EQ(exec_.calls()[0][1], "connect");
+  EXPECT_EQ(exec_.calls()[0][0], "nvme-fabrics");
 }
 
 TEST_F(NodeNvmeTest, MissingHostNqnFailsBeforeConnecting) {
@@ -218,7 +256,7 @@ TEST_F(NodeNvmeTest, MissingHostNqnFailsBeforeConnecting) {
 }
 
 TEST_F(NodeNvmeTest, FailedConnectIsAClearError) {
-  exec_.OnOutput({"nvme", "connect"}, "", 1,
+  exec_.OnOutput({"nvme-fabrics"}, "", 1,
                  "could not add new controller: failed to write to nvme-fabrics device\n");
   auto a = Attacher();
   auto dev = a.Attach(Target());
@@ -266,7 +304,7 @@ TEST_F(NodeNvmeTest, DeviceThatNeverAppearsEndsWithAClearDeadlineError) {
 }
 
 TEST_F(NodeNvmeTest, FreshConnectGivesTheKernelTimeBeforeRescanning) {
-  exec_.On({"nvme", "connect"}, [&](const Command&) -> StatusOr<ExecResult> {
+  exec_.On({"nvme-fabrics"}, [&](const Command&) -> StatusOr<ExecResult> {
     sys_.AddSubsystem(0, kNqn);
     sys_.AddController(0, 0, kNqn, "10.0.0.1", 4420);
     return ExecResult{0, "", ""};
@@ -307,11 +345,11 @@ TEST_F(NodeNvmeTest, InvalidNqnRunsNothing) {
 }
 
 TEST_F(NodeNvmeTest, HealConnectsALostSubsystemAndRescansAMissingDevice) {
-  exec_.OnOutput({"nvme", "connect"}, "");
+  exec_.OnOutput({"nvme-fabrics"}, "");
   exec_.OnOutput({"nvme", "ns-rescan"}, "");
   auto a = Attacher();
   ASSERT_TRUE(a.Heal(Target()).ok());
-  EXPECT_EQ(exec_.calls().back()[1], "connect");
+  EXPECT_EQ(exec_.calls().back()[0], "nvme-fabrics");
   exec_.ClearCalls();
   sys_.AddSubsystem(0, kNqn);
   sys_.AddController(0, 0, kNqn, "10.0.0.1", 4420);

@@ -5,6 +5,7 @@
 #include <regex>
 
 #include "agent/backends/backend_util.h"
+#include "common/log.h"
 #include "common/validate.h"
 
 namespace pillar::agent {
@@ -129,6 +130,15 @@ StatusOr<BackendVolume> FileBackend::FindOrNotFound(const std::string& name) {
   return *found;
 }
 
+Status FileBackend::KeepPoolPrivate() {
+  ASSIGN_OR_RETURN(mode_t mode, fs_.Mode(dir_));
+  if ((mode & 077) == 0) return Status::Ok();
+  RETURN_IF_ERROR(fs_.Chmod(dir_, mode & 07700));
+  log::Info("pool directory made private to root",
+            {{"pool", pool_}, {"dir", dir_}, {"wasMode", static_cast<unsigned>(mode)}});
+  return Status::Ok();
+}
+
 StatusOr<BackendVolume> FileBackend::CreateDir(const std::string& name, int64_t size_bytes,
                                                const std::string& owner_uid,
                                                const std::optional<VolumeRoot>& root) {
@@ -171,6 +181,7 @@ StatusOr<BackendVolume> FileBackend::Create(const std::string& name, int64_t siz
   RETURN_IF_ERROR(backend_util::CheckParamKeys(kind(), params, {}));
   RETURN_IF_ERROR(backend_util::CheckOwnerUid(owner_uid));
   std::lock_guard<std::mutex> lock(mu_);
+  RETURN_IF_ERROR(KeepPoolPrivate());
   ASSIGN_OR_RETURN(std::optional<BackendVolume> existing, Find(name));
   if (existing) {
     RETURN_IF_ERROR(backend_util::CheckCreateOwner(Object(name, existing->mode),
@@ -294,6 +305,8 @@ StatusOr<std::string> FileBackend::Expose(const std::string& name, VolumeMode mo
     return FailedPrecondition("volume " + Id(name) + " is " + VolumeModeName(vol.mode) +
                               ", cannot expose it as " + VolumeModeName(mode));
   }
+  // Pools of older releases are tightened when a volume is served.
+  RETURN_IF_ERROR(KeepPoolPrivate());
   if (mode == VolumeMode::kFilesystem) return vol.export_path;
   const std::string image = ImagePath(name);
   ASSIGN_OR_RETURN(std::vector<std::string> devices, LoopDevicesOf(image));

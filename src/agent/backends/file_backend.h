@@ -84,6 +84,12 @@ class FileBackend : public Backend {
   // nullopt when there is none; INTERNAL naming the file when malformed.
   StatusOr<std::optional<FileSidecar>> ReadSidecar(const std::string& name);
   Status WriteSidecar(const std::string& name, const FileSidecar& sidecar);
+  // The pool directory admits root only (its mode loses every group and
+  // other bit): volumes inside it are a tenant's data (images readable,
+  // NFS roots writable by NFS clients' squashed root), which no local user
+  // of the storage node may reach. NFS clients still do: nfsd walks the
+  // pseudo root as root and serves the export by its file handles.
+  Status KeepPoolPrivate();
   StatusOr<BackendVolume> CreateDir(const std::string& name, int64_t size_bytes,
                                     const std::string& owner_uid,
                                     const std::optional<VolumeRoot>& root);

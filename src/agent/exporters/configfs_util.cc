@@ -160,4 +160,12 @@ Status ValidateAuth(Protocol protocol, const std::string& auth, bool acl_enabled
   return ValidateCredentials(protocol, credentials, "credentials");
 }
 
+Status KeepPrivate(Fs& fs, const std::string& path, std::vector<std::string>* changes) {
+  ASSIGN_OR_RETURN(mode_t mode, fs.Mode(path));
+  if ((mode & 077) == 0) return Status::Ok();
+  RETURN_IF_ERROR(fs.Chmod(path, mode & 0700));
+  Note(changes, "make " + path + " readable by root only");
+  return Status::Ok();
+}
+
 }  // namespace pillar::agent::configfs

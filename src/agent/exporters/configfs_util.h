@@ -60,4 +60,11 @@ inline void Note(std::vector<std::string>* changes, std::string line) {
   if (changes != nullptr) changes->push_back(std::move(line));
 }
 
+// Makes a secret-holding attribute (an nvmet DH-HMAC-CHAP key, a LIO CHAP
+// password) readable by root only: configfs shows them 0644 by default and
+// keeps a mode set with chmod for as long as the item lives. Called before
+// the secret is written, and on every pass (a re-created item is 0644
+// again); notes a change only when the mode was wrong.
+Status KeepPrivate(Fs& fs, const std::string& path, std::vector<std::string>* changes);
+
 }  // namespace pillar::agent::configfs

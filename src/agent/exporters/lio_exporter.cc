@@ -321,6 +321,10 @@ Status LioExporter::ApplyAclAuth(const std::string& acl_dir, const std::string& 
       {"password_mutual", &creds.mutual_secret}};
   for (const auto& [attr, want] : fields) {
     std::string path = JoinPath(auth, attr);
+    // Passwords hidden from local users before anything is written to them.
+    if (std::string_view(attr).rfind("password", 0) == 0) {
+      RETURN_IF_ERROR(configfs::KeepPrivate(fs_, path, changes));
+    }
     ASSIGN_OR_RETURN(std::string have, ReadAttr(fs_, path));
     if (Unset(have) == *want) continue;
     // The value is a secret: the change line names the attribute only.

@@ -150,6 +150,7 @@ Status NvmetExporter::ApplyAcl(const std::string& nqn, const KernelExport& want,
     if (acl && want.allowed_hosts.count(host) > 0) continue;
     RETURN_IF_ERROR(fs_.Unlink(JoinPath(allowed, link)));
     Note(changes, "remove host " + host + " from " + nqn);
+    RETURN_IF_ERROR(DropHostIfUnused(host, changes));
   }
   if (!acl) {
     if (any != "1") {
@@ -181,6 +182,21 @@ Status NvmetExporter::ApplyAcl(const std::string& nqn, const KernelExport& want,
   return Status::Ok();
 }
 
+Status NvmetExporter::DropHostIfUnused(const std::string& host, std::vector<std::string>* changes) {
+  std::string host_dir = JoinPath(nvmet_, "hosts/" + host);
+  if (!fs_.IsDir(host_dir)) return Status::Ok();
+  ASSIGN_OR_RETURN(auto subsystems,
+                   configfs::ListNames(fs_, JoinPath(nvmet_, "subsystems"), DirEntry::Type::kDir));
+  for (const auto& other : subsystems) {
+    if (fs_.Exists(JoinPath(nvmet_, "subsystems/" + other + "/allowed_hosts/" + host))) {
+      return Status::Ok();
+    }
+  }
+  RETURN_IF_ERROR(fs_.RemoveDir(host_dir));
+  Note(changes, "remove host entry " + host + " (no subsystem admits it)");
+  return Status::Ok();
+}
+
 Status NvmetExporter::ApplyHostKeys(const std::string& nqn, const std::string& host,
                                     const Credentials& creds, std::vector<std::string>* changes) {
   std::string host_dir = JoinPath(nvmet_, "hosts/" + host);
@@ -192,6 +208,9 @@ Status NvmetExporter::ApplyHostKeys(const std::string& nqn, const std::string& h
         " is missing: CONFIG_NVME_TARGET_AUTH is not set); refusing to admit " + host + " to " +
         nqn + " without its key");
   }
+  // Hidden from local users before anything is written to them.
+  RETURN_IF_ERROR(configfs::KeepPrivate(fs_, key_attr, changes));
+  RETURN_IF_ERROR(configfs::KeepPrivate(fs_, ctrl_attr, changes));
   // nvmet keys are per host, not per subsystem: a host already holding
   // another key keeps it while another subsystem admits it.
   ASSIGN_OR_RETURN(std::string key, ReadAttr(fs_, key_attr));
@@ -494,8 +513,10 @@ Status NvmetExporter::Remove(const std::string& agent_volume_id,
   std::string allowed = JoinPath(subsys, "allowed_hosts");
   ASSIGN_OR_RETURN(auto links, configfs::ListNames(fs_, allowed, DirEntry::Type::kSymlink));
   for (const auto& link : links) {
+    auto host = configfs::LinkTargetName(fs_, JoinPath(allowed, link));
     RETURN_IF_ERROR(annotate(fs_.Unlink(JoinPath(allowed, link))));
     Note(changes, "remove host " + link + " from " + nqn);
+    if (host.ok()) RETURN_IF_ERROR(annotate(DropHostIfUnused(*host, changes)));
   }
   std::string namespaces = JoinPath(subsys, "namespaces");
   ASSIGN_OR_RETURN(auto nsids, configfs::ListNames(fs_, namespaces, DirEntry::Type::kDir));

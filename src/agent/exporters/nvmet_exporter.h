@@ -59,6 +59,10 @@ class NvmetExporter : public Exporter {
                   std::vector<std::string>* changes);
   // Writes `creds` as the host's DH-HMAC-CHAP keys; FAILED_PRECONDITION when
   // the kernel lacks nvmet auth or another subsystem relies on another key.
+  // Removes hosts/<host> once no subsystem admits it any more (its keys go
+  // with it): a host entry outlives neither its last export nor its last
+  // admission, so identity churn leaves nothing behind.
+  Status DropHostIfUnused(const std::string& host, std::vector<std::string>* changes);
   Status ApplyHostKeys(const std::string& nqn, const std::string& host, const Credentials& creds,
                        std::vector<std::string>* changes);
   Status ApplyNamespace(const std::string& nqn, const std::string& backing,

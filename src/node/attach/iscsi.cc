@@ -128,10 +128,79 @@ std::string IscsiAttacher::Portal(const RemoteTarget& t) {
   return (v6 ? "[" + t.address + "]" : t.address) + ":" + std::to_string(t.port);
 }
 
-// The node record discovery made gets the session's CHAP settings before
-// login (open-iscsi keeps them in its root-only node database). Without
+namespace {
+
+// The CHAP keys pillar sets; every other setting of a record is kept.
+bool IsAuthKey(std::string_view key) {
+  for (std::string_view k :
+       {"node.session.auth.authmethod", "node.session.auth.username", "node.session.auth.password",
+        "node.session.auth.username_in", "node.session.auth.password_in"}) {
+    if (key == k) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string IscsiAttacher::WithAuth(
+    std::string_view record, const std::vector<std::pair<std::string, std::string>>& settings) {
+  std::string out;
+  size_t pos = 0;
+  while (pos < record.size()) {
+    size_t end = record.find('\n', pos);
+    if (end == std::string_view::npos) end = record.size();
+    std::string_view line = record.substr(pos, end - pos);
+    pos = end + 1;
+    std::string key = TrimSpace(line.substr(0, line.find('=')));
+    if (line.find('=') != std::string_view::npos && IsAuthKey(key)) continue;
+    out.append(line);
+    out += '\n';
+  }
+  for (const auto& [name, value] : settings) out += name + " = " + value + "\n";
+  return out;
+}
+
+StatusOr<std::vector<std::string>> IscsiAttacher::NodeRecords(const RemoteTarget& t) {
+  std::string dir = JoinPath(node_db_, t.target_id);
+  auto entries = fs_.ListDir(dir);
+  if (!entries.ok()) {
+    return FailedPrecondition("no node record of " + t.target_id + " in " + node_db_ +
+                              " after discovery (" + entries.status().message() +
+                              "); is it the node database iscsiadm uses?");
+  }
+  std::vector<std::string> out;
+  for (const auto& e : *entries) {
+    // "<address>,<port>,<tpgt>"
+    size_t tpg_comma = e.name.rfind(',');
+    if (tpg_comma == std::string::npos || tpg_comma == 0) continue;
+    size_t port_comma = e.name.rfind(',', tpg_comma - 1);
+    if (port_comma == std::string::npos) continue;
+    std::string address = e.name.substr(0, port_comma);
+    std::string port = e.name.substr(port_comma + 1, tpg_comma - port_comma - 1);
+    if (CanonicalIp(address) != CanonicalIp(t.address) || port != std::to_string(t.port)) continue;
+    std::string path = JoinPath(dir, e.name);
+    if (!fs_.IsDir(path)) {  // the older layout: the record itself
+      out.push_back(path);
+      continue;
+    }
+    auto ifaces = fs_.ListDir(path);
+    if (!ifaces.ok()) return Unavailable("cannot list " + path + ": " + ifaces.status().message());
+    for (const auto& i : *ifaces) {
+      if (i.name.find(".tmp.") == std::string::npos) out.push_back(JoinPath(path, i.name));
+    }
+  }
+  if (out.empty()) {
+    return FailedPrecondition("discovery made no node record of " + t.target_id + " at " +
+                              Portal(t) + " in " + node_db_);
+  }
+  return out;
+}
+
+// The node records discovery made get the session's CHAP settings before
+// login, written into open-iscsi's root-only node database directly (as
+// `iscsiadm -o update` would, but with no secret on any argv). Without
 // credentials (auth none, or a self-healing relogin, which has none) the
-// record is left as it is.
+// records are left as they are.
 Status IscsiAttacher::SetNodeAuth(const RemoteTarget& t, const std::string& portal) {
   const Credentials& c = t.credentials;
   if (c.secret.empty()) return Status::Ok();
@@ -144,14 +213,24 @@ Status IscsiAttacher::SetNodeAuth(const RemoteTarget& t, const std::string& port
     settings.emplace_back("node.session.auth.password_in", c.mutual_secret);
   }
   for (const auto& [name, value] : settings) {
-    Command update{{"iscsiadm", "-m", "node", "-T", t.target_id, "-p", portal, "-o", "update", "-n",
-                    name, "-v", value},
-                   {},
-                   kIscsiadmTimeout};
-    auto r = exec_.Run(update);
-    if (!r.ok() || r->exit_code != 0) {
-      return Unavailable("iscsiadm could not set " + name + " for " + t.target_id + " at " +
-                         portal + " (" + RedactSecrets(ErrText(r), c) + ")");
+    for (char ch : value) {
+      if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) {
+        return InvalidArgument(name + " holds a control character; a node record cannot carry it");
+      }
+    }
+  }
+  ASSIGN_OR_RETURN(std::vector<std::string> records, NodeRecords(t));
+  for (const auto& path : records) {
+    auto text = fs_.ReadFile(path);
+    if (!text.ok()) {
+      return Unavailable("cannot read node record " + path + " of " + portal + ": " +
+                         text.status().message());
+    }
+    // WriteFileAtomic creates the file 0600, as iscsiadm does.
+    Status w = fs_.WriteFileAtomic(path, WithAuth(*text, settings));
+    if (!w.ok()) {
+      return Unavailable("cannot write the CHAP settings of " + t.target_id + " at " + portal +
+                         " to " + path + " (" + RedactSecrets(w.message(), c) + ")");
     }
   }
   return Status::Ok();
@@ -173,7 +252,7 @@ Status IscsiAttacher::Login(const RemoteTarget& t) {
   if (l.ok() && (l->exit_code == 0 || l->exit_code == kErrSessionExists)) return Status::Ok();
   if (!sysfs_.SessionsTo(t.target_id, t.address, t.port).empty()) return Status::Ok();
   return Unavailable("iscsiadm login to " + t.target_id + " at " + portal + " failed (" +
-                     ErrText(l) + ")");
+                     RedactSecrets(ErrText(l), t.credentials) + ")");
 }
 
 std::optional<std::string> IscsiAttacher::FindDevice(const RemoteTarget& t) {

@@ -1,4 +1,5 @@
-// iSCSI through open-iscsi's iscsiadm by argv; sessions and LUN devices from
+// iSCSI through open-iscsi's iscsiadm by argv (CHAP settings written to its
+// node database, never on an argv); sessions and LUN devices from
 // sysfs:
 //   class/iscsi_session/sessionN/{targetname, state, device -> .../hostH/sessionN}
 //   .../hostH/sessionN/targetH:B:T/H:B:T:L/block/sdX
@@ -7,6 +8,8 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/clock.h"
@@ -46,9 +49,16 @@ class IscsiSysfs {
 
 class IscsiAttacher : public BlockAttacher {
  public:
-  IscsiAttacher(Exec& exec, Fs& fs, Clock& clock, std::string sysfs_root,
+  // node_db is open-iscsi's node database (/etc/iscsi/nodes), where CHAP
+  // settings are written for iscsiadm to read at login: never on its argv.
+  IscsiAttacher(Exec& exec, Fs& fs, Clock& clock, std::string sysfs_root, std::string node_db,
                 AttachOptions options = {})
-      : exec_(exec), clock_(clock), sysfs_(fs, std::move(sysfs_root)), options_(options) {}
+      : exec_(exec),
+        fs_(fs),
+        clock_(clock),
+        sysfs_(fs, std::move(sysfs_root)),
+        node_db_(std::move(node_db)),
+        options_(options) {}
 
   StatusOr<std::string> Attach(const RemoteTarget& t) override;
   Status Detach(const RemoteTarget& t) override;
@@ -59,17 +69,26 @@ class IscsiAttacher : public BlockAttacher {
   // "10.0.0.1:3260" or "[fd00::1]:3260".
   static std::string Portal(const RemoteTarget& t);
 
+  // A node record's text with its CHAP settings replaced by `settings`
+  // (every other line kept as it was). Public for tests.
+  static std::string WithAuth(std::string_view record,
+                              const std::vector<std::pair<std::string, std::string>>& settings);
+
  private:
   Status Login(const RemoteTarget& t);
   Status SetNodeAuth(const RemoteTarget& t, const std::string& portal);
+  // The node record files of t's target at t's portal (any TPG, any iface).
+  StatusOr<std::vector<std::string>> NodeRecords(const RemoteTarget& t);
   std::optional<std::string> FindDevice(const RemoteTarget& t);
   // Rescans every session to t; returns how many, or which of them failed
   // (each failure is logged too).
   StatusOr<int> RescanSessions(const RemoteTarget& t);
 
   Exec& exec_;
+  Fs& fs_;
   Clock& clock_;
   IscsiSysfs sysfs_;
+  std::string node_db_;
   AttachOptions options_;
 };
 

@@ -25,30 +25,44 @@ std::string Describe(const RemoteTarget& t) {
 
 }  // namespace
 
-Command NvmeAttacher::ConnectCommand(const RemoteTarget& t, const std::string& host_nqn) {
-  Command c;
-  c.argv = {"nvme",
-            "connect",
-            "-t",
-            "tcp",
-            "-a",
-            t.address,
-            "-s",
-            std::to_string(t.port),
-            "-n",
-            t.target_id,
-            "--hostnqn=" + host_nqn};
-  if (t.ctrl_loss_tmo) c.argv.push_back("--ctrl-loss-tmo=" + std::to_string(*t.ctrl_loss_tmo));
+StatusOr<std::string> NvmeAttacher::ConnectOptions(const RemoteTarget& t,
+                                                   const std::string& host_nqn,
+                                                   const std::string& host_id) {
+  std::string out;
+  auto add = [&](const char* key, const std::string& field, const std::string& value) -> Status {
+    for (char c : value) {
+      if (c == ',' || static_cast<unsigned char>(c) <= 0x20 || c == 0x7f) {
+        // The value itself is never shown: it may be a key.
+        return InvalidArgument(field +
+                               " holds a character (',', a space or a control character) "
+                               "that the kernel's connect options cannot carry");
+      }
+    }
+    if (value.empty()) return InvalidArgument(field + " is empty");
+    out += (out.empty() ? "" : ",") + std::string(key) + "=" + value;
+    return Status::Ok();
+  };
+  RETURN_IF_ERROR(add("transport", "transport", "tcp"));
+  RETURN_IF_ERROR(add("traddr", "address", t.address));
+  RETURN_IF_ERROR(add("trsvcid", "port", std::to_string(t.port)));
+  RETURN_IF_ERROR(add("nqn", "targetID", t.target_id));
+  RETURN_IF_ERROR(add("hostnqn", "host NQN", host_nqn));
+  if (!host_id.empty()) RETURN_IF_ERROR(add("hostid", "host ID", host_id));
+  if (t.ctrl_loss_tmo) {
+    RETURN_IF_ERROR(add("ctrl_loss_tmo", "ctrlLossTmo", std::to_string(*t.ctrl_loss_tmo)));
+  }
   if (t.reconnect_delay) {
-    c.argv.push_back("--reconnect-delay=" + std::to_string(*t.reconnect_delay));
+    RETURN_IF_ERROR(add("reconnect_delay", "reconnectDelay", std::to_string(*t.reconnect_delay)));
   }
   // DH-HMAC-CHAP: the host's key, and the controller's for bidirectional.
-  if (!t.credentials.secret.empty()) c.argv.push_back("--dhchap-secret=" + t.credentials.secret);
-  if (!t.credentials.mutual_secret.empty()) {
-    c.argv.push_back("--dhchap-ctrl-secret=" + t.credentials.mutual_secret);
+  if (!t.credentials.secret.empty()) {
+    RETURN_IF_ERROR(add("dhchap_secret", "secrets.dhchapKey", t.credentials.secret));
   }
-  c.timeout = kConnectTimeout;
-  return c;
+  if (!t.credentials.mutual_secret.empty()) {
+    RETURN_IF_ERROR(
+        add("dhchap_ctrl_secret", "secrets.dhchapCtrlKey", t.credentials.mutual_secret));
+  }
+  return out;
 }
 
 NvmeAttacher::PathState NvmeAttacher::PathTo(const RemoteTarget& t, const NvmeSubsystem* sub) {
@@ -91,18 +105,24 @@ Status NvmeAttacher::Connect(const RemoteTarget& t) {
                               " is missing or empty; export ACLs are built from it");
   }
   RETURN_IF_ERROR(validate::Nqn("host NQN (" + host_nqn_file_ + ")", host_nqn));
-  Command cmd = ConnectCommand(t, host_nqn);
-  log::Info("nvme connect", {{"nqn", t.target_id}, {"address", t.address}, {"port", t.port}});
-  auto r = exec_.Run(cmd);
-  if (r.ok() && r->exit_code == 0) return Status::Ok();
+  std::string host_id_file = host_nqn_file_.substr(0, host_nqn_file_.rfind('/') + 1) + "hostid";
+  auto raw_id = fs_.ReadFile(host_id_file);
+  std::string host_id = raw_id.ok() ? TrimSpace(*raw_id) : "";
+  if (!host_id.empty()) RETURN_IF_ERROR(validate::Uuid("host ID (" + host_id_file + ")", host_id));
+  ASSIGN_OR_RETURN(std::string options, ConnectOptions(t, host_nqn, host_id));
+  log::Info("nvme connect", {{"nqn", t.target_id},
+                             {"address", t.address},
+                             {"port", t.port},
+                             {"dhchap", !t.credentials.secret.empty()}});
+  auto r = fabrics_.Connect(options);
+  if (r.ok()) return Status::Ok();
   // "already connected" races (another stage of a volume on this subsystem)
-  // are settled by sysfs, not by parsing nvme-cli's message.
+  // are settled by sysfs, not by the errno alone.
   auto sub = sysfs_.FindSubsystem(t.target_id);
   if (PathTo(t, sub ? &*sub : nullptr) != PathState::kNone) return Status::Ok();
-  std::string why = r.ok() ? "exit " + std::to_string(r->exit_code) + ": " + TrimSpace(r->err)
-                           : RedactSecrets(r.status().message(), t.credentials);
   return Unavailable("nvme connect to " + t.target_id + " at " + t.address + ":" +
-                     std::to_string(t.port) + " failed (" + why + ")");
+                     std::to_string(t.port) + " failed (" +
+                     RedactSecrets(r.status().message(), t.credentials) + ")");
 }
 
 StatusOr<int> NvmeAttacher::RescanControllers(const NvmeSubsystem& sub) {

@@ -1,5 +1,6 @@
-// NVMe-oF/TCP through nvme-cli: connect / disconnect by argv, everything
-// else (already connected? which /dev/nvmeXnY?) from sysfs.
+// NVMe-oF/TCP: connect through the kernel's /dev/nvme-fabrics (no secret on
+// any argv), disconnect and rescan through nvme-cli, everything else
+// (already connected? which /dev/nvmeXnY?) from sysfs.
 #pragma once
 
 #include <string>
@@ -8,6 +9,7 @@
 #include "common/exec.h"
 #include "common/fs.h"
 #include "node/attach/attacher.h"
+#include "node/attach/nvme_fabrics.h"
 #include "node/attach/nvme_sysfs.h"
 
 namespace pillar::node {
@@ -15,10 +17,12 @@ namespace pillar::node {
 class NvmeAttacher : public BlockAttacher {
  public:
   // host_nqn_file is read at every connect, so a rewritten host NQN is used
-  // at once (the controller's ACL is built from the same file).
-  NvmeAttacher(Exec& exec, Fs& fs, Clock& clock, std::string sysfs_root, std::string host_nqn_file,
-               AttachOptions options = {})
+  // at once (the controller's ACL is built from the same file); the host ID
+  // comes from "hostid" beside it when that exists, as nvme-cli takes it.
+  NvmeAttacher(Exec& exec, Fabrics& fabrics, Fs& fs, Clock& clock, std::string sysfs_root,
+               std::string host_nqn_file, AttachOptions options = {})
       : exec_(exec),
+        fabrics_(fabrics),
         fs_(fs),
         clock_(clock),
         sysfs_(fs, std::move(sysfs_root)),
@@ -31,8 +35,12 @@ class NvmeAttacher : public BlockAttacher {
   Status Heal(const RemoteTarget& t) override;
   Status Rescan(const RemoteTarget& t) override;
 
-  // The exact nvme connect argv (exposed for tests and logs).
-  static Command ConnectCommand(const RemoteTarget& t, const std::string& host_nqn);
+  // The exact options written to /dev/nvme-fabrics (exposed for tests);
+  // INVALID_ARGUMENT naming the field when a value would break the
+  // comma-separated list (a ',', a space or a control character). host_id
+  // may be empty (the kernel then uses its own).
+  static StatusOr<std::string> ConnectOptions(const RemoteTarget& t, const std::string& host_nqn,
+                                              const std::string& host_id);
 
  private:
   enum class PathState { kNone, kPending, kLive };
@@ -50,6 +58,7 @@ class NvmeAttacher : public BlockAttacher {
   StatusOr<int> RescanControllers(const NvmeSubsystem& sub);
 
   Exec& exec_;
+  Fabrics& fabrics_;
   Fs& fs_;
   Clock& clock_;
   NvmeSysfs sysfs_;

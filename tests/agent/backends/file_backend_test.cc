@@ -229,6 +229,22 @@ TEST_F(FileBackendTest, CreateFilesystemMakesADirectoryAndRecordsItsSize) {
   EXPECT_EQ(got->export_path, tmp_.Sub("fs-1"));
 }
 
+TEST_F(FileBackendTest, ThePoolDirectoryAdmitsRootOnlySoNoLocalUserReachesAVolume) {
+  auto mode = [&] { return fs_.Mode(tmp_.path()).value(); };
+  ASSERT_TRUE(fs_.Chmod(tmp_.path(), 0755).ok());
+  ASSERT_TRUE(
+      backend_->Create("fs-1", kGiB, VolumeMode::kFilesystem, {}, kOwner, std::nullopt).ok());
+  EXPECT_EQ(mode(), 0700u) << "a 0777 NFS root inside a traversable pool is anyone's";
+  // A pool of an older release is tightened when a volume is served.
+  ASSERT_TRUE(fs_.Chmod(tmp_.path(), 0711).ok());
+  ASSERT_TRUE(backend_->Expose("fs-1", VolumeMode::kFilesystem).ok());
+  EXPECT_EQ(mode(), 0700u);
+  // Bits of the owner (and setgid on the pool) are the admin's: kept.
+  ASSERT_TRUE(fs_.Chmod(tmp_.path(), 02750).ok());
+  ASSERT_TRUE(backend_->Expose("fs-1", VolumeMode::kFilesystem).ok());
+  EXPECT_EQ(mode(), 02700u);
+}
+
 TEST_F(FileBackendTest, CreateFilesystemAdoptsOnlyAnEmptyDirectoryWithoutSidecar) {
   ASSERT_TRUE(fs_.MakeDir(tmp_.Sub("empty")).ok());
   EXPECT_EQ(backend_->Get("empty").status().code(), Code::kNotFound);  // not ours yet

@@ -77,6 +77,7 @@ class RecordingFs : public Fs {
     ops_.push_back("chmod " + p + " = " + octal);
     return inner_.Chmod(p, m);
   }
+  StatusOr<mode_t> Mode(const std::string& p) override { return inner_.Mode(p); }
   Status Chown(const std::string& p, uid_t u, gid_t g) override {
     ops_.push_back("chown " + p + " = " + std::to_string(u) + ":" + std::to_string(g));
     return inner_.Chown(p, u, g);
@@ -111,6 +112,13 @@ inline std::map<std::string, std::string> DumpTree(const std::string& dir) {
     }
   }
   return out;
+}
+
+// A path's permission bits, or 07777 (no mode pillar sets) when it cannot
+// be read.
+inline mode_t ModeOf(Fs& fs, const std::string& path) {
+  auto m = fs.Mode(path);
+  return m.ok() ? *m : 07777;
 }
 
 }  // namespace pillar::testing

@@ -311,13 +311,14 @@ TEST_F(LioExporterTest, StateTokenFollowsTheModules) {
 }
 
 Credentials Chap() { return {"node-a", "twelve-bytes-secret", "", ""}; }
+Credentials MutualChap() {
+  return {"node-a", "twelve-bytes-secret", "target-1", "another-secret-42"};
+}
 
 TEST_F(LioExporterTest, ChapIsEnforcedBeforeAnInitiatorIsAddedAndKeepsSecretsOutOfChanges) {
   KernelExport w = Want(kVol, {kInitA});
   w.params.auth = kAuthChap;
-  w.credentials = Chap();
-  w.credentials.mutual_username = "target-1";
-  w.credentials.mutual_secret = "another-secret-42";
+  w.credentials = MutualChap();
   auto changes = Apply(w);
   for (const auto& line : changes) {
     EXPECT_EQ(line.find("twelve-bytes-secret"), std::string::npos) << line;
@@ -376,6 +377,20 @@ TEST_F(LioExporterTest, ChapIsEnforcedBeforeAnInitiatorIsAddedAndKeepsSecretsOut
   got = ex_.Get(kVol);
   ASSERT_TRUE(got.ok() && *got);
   EXPECT_EQ((*got)->params.auth_digest, CredentialsDigest(kVol, Chap()));
+}
+
+TEST_F(LioExporterTest, ChapPasswordsAreReadableByRootOnly) {
+  KernelExport w = Want(kVol, {kInitA});
+  w.params.auth = kAuthChap;
+  w.credentials = MutualChap();
+  Apply(w);
+  std::string auth = Tpg("/acls/") + kInitA + "/auth/";
+  EXPECT_EQ(ModeOf(sim_, P(auth + "password")), 0600u);
+  EXPECT_EQ(ModeOf(sim_, P(auth + "password_mutual")), 0600u);
+  EXPECT_NE(ModeOf(sim_, P(auth + "userid")) & 0044, 0u) << "a user name is no secret";
+  ASSERT_TRUE(sim_.Chmod(P(auth + "password"), 0644).ok());
+  EXPECT_THAT(Apply(w), ElementsAre("make " + P(auth + "password") + " readable by root only"));
+  EXPECT_EQ(ModeOf(sim_, P(auth + "password")), 0600u);
 }
 
 TEST_F(LioExporterTest, ChapRepairsAChangedPasswordAndNoneTurnsAuthenticationOff) {

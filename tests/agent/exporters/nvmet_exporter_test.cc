@@ -117,6 +117,32 @@ TEST_F(NvmetExporterTest, SecondApplyChangesAndWritesNothing) {
   EXPECT_EQ(Tree()["ports/8001/addr_traddr"], "fd00::1");
 }
 
+TEST_F(NvmetExporterTest, AHostEntryGoesWithItsLastAdmissionAndNoSooner) {
+  Apply(Want(kVol, {kHostA, kHostB}));
+  Apply(Want("tank/pvc-2", {kHostB}));
+  // A leaves pvc-1, its only subsystem: its entry (and any key) goes.
+  auto changes = Apply(Want(kVol, {kHostB}));
+  EXPECT_THAT(changes, ::testing::Contains("remove host entry " + std::string(kHostA) +
+                                           " (no subsystem admits it)"));
+  EXPECT_FALSE(sim_.IsDir(P(std::string("hosts/") + kHostA)));
+  // B leaves pvc-1 but pvc-2 still admits it: kept.
+  Apply(Want(kVol, {}));
+  EXPECT_TRUE(sim_.IsDir(P(std::string("hosts/") + kHostB)));
+  // pvc-2 removed: B's last admission goes, and its entry with it.
+  ASSERT_TRUE(ex_.Remove("tank/pvc-2", nullptr).ok());
+  EXPECT_FALSE(sim_.IsDir(P(std::string("hosts/") + kHostB)));
+  // 100 identity changes of one node leave one entry, not 100.
+  for (int i = 0; i < 100; ++i) {
+    char host[96];
+    std::snprintf(host, sizeof(host),
+                  "nqn.2014-08.org.nvmexpress:uuid:00000000-0000-4000-8000-%012d", i);
+    Apply(Want(kVol, {host}));
+  }
+  auto hosts = sim_.ListDir(P("hosts"));
+  ASSERT_TRUE(hosts.ok());
+  EXPECT_EQ(hosts->size(), 1u);
+}
+
 TEST_F(NvmetExporterTest, RepairsOutOfBandDrift) {
   Apply(Want(kVol, {kHostA, kHostB}));
   // A host link deleted behind our back comes back, and only it.
@@ -129,9 +155,11 @@ TEST_F(NvmetExporterTest, RepairsOutOfBandDrift) {
       sim_.Symlink(P(std::string("hosts/") + kHostC), P(Sub("/allowed_hosts/intruder"))).ok());
   auto got = ex_.Get(kVol);
   EXPECT_EQ((*got)->allowed_hosts, (std::set<std::string>{kHostA, kHostB, kHostC}));
-  EXPECT_THAT(Apply(Want(kVol, {kHostA, kHostB})),
-              ElementsAre("remove host " + std::string(kHostC) + " from " + kNqn));
-  EXPECT_TRUE(sim_.IsDir(P(std::string("hosts/") + kHostC)));  // host entries are shared
+  EXPECT_THAT(
+      Apply(Want(kVol, {kHostA, kHostB})),
+      ElementsAre("remove host " + std::string(kHostC) + " from " + kNqn,
+                  "remove host entry " + std::string(kHostC) + " (no subsystem admits it)"));
+  EXPECT_FALSE(sim_.IsDir(P(std::string("hosts/") + kHostC)));
   // A disabled namespace is re-enabled.
   ASSERT_TRUE(sim_.WriteFile(P(Sub("/namespaces/1/enable")), "0").ok());
   EXPECT_FALSE((*ex_.Get(kVol))->enabled);
@@ -185,15 +213,19 @@ TEST_F(NvmetExporterTest, LinkedToSeveralPortsIsDriftAndIsRepaired) {
 
 TEST_F(NvmetExporterTest, AclTransitionsNeverWiden) {
   Apply(Want(kVol, {kHostA, kHostB}));
-  // {A,B} -> {B,C}: A goes before C arrives.
+  auto gone = [](const char* host) {
+    return "remove host entry " + std::string(host) + " (no subsystem admits it)";
+  };
+  // {A,B} -> {B,C}: A goes before C arrives (and A's entry with it: no
+  // other subsystem admits A).
   EXPECT_THAT(Apply(Want(kVol, {kHostB, kHostC})),
-              ElementsAre("remove host " + std::string(kHostA) + " from " + kNqn,
+              ElementsAre("remove host " + std::string(kHostA) + " from " + kNqn, gone(kHostA),
                           "create host " + std::string(kHostC),
                           "allow host " + std::string(kHostC) + " on " + kNqn));
   // ACL -> any host: links go first (nvmet requires it), then allow_any_host=1.
   EXPECT_THAT(Apply(Want(kVol, {kHostB}, /*acl=*/false)),
-              ElementsAre("remove host " + std::string(kHostB) + " from " + kNqn,
-                          "remove host " + std::string(kHostC) + " from " + kNqn,
+              ElementsAre("remove host " + std::string(kHostB) + " from " + kNqn, gone(kHostB),
+                          "remove host " + std::string(kHostC) + " from " + kNqn, gone(kHostC),
                           "set attr_allow_any_host=1 on " + std::string(kNqn)));
   auto open = ex_.Get(kVol);
   EXPECT_FALSE((*open)->params.acl_enabled);
@@ -201,10 +233,11 @@ TEST_F(NvmetExporterTest, AclTransitionsNeverWiden) {
   // Any host -> ACL: allow_any_host=0 first (admits nobody), then the hosts.
   EXPECT_THAT(Apply(Want(kVol, {kHostA})),
               ElementsAre("set attr_allow_any_host=0 on " + std::string(kNqn),
+                          "create host " + std::string(kHostA),
                           "allow host " + std::string(kHostA) + " on " + kNqn));
   // ACL with an empty set admits nobody.
   EXPECT_THAT(Apply(Want(kVol, {})),
-              ElementsAre("remove host " + std::string(kHostA) + " from " + kNqn));
+              ElementsAre("remove host " + std::string(kHostA) + " from " + kNqn, gone(kHostA)));
   EXPECT_EQ(Tree()[Sub("/attr_allow_any_host")], "0");
 }
 
@@ -423,6 +456,33 @@ TEST_F(NvmetExporterTest, ChapSetsTheHostKeyBeforeTheHostIsAllowed) {
   fs_.Clear();
   EXPECT_THAT(Apply(WantChap(kVol, {kHostA}, kKey1, kKey2)), IsEmpty());
   EXPECT_EQ(fs_.mutations(), 0u);
+}
+
+TEST_F(NvmetExporterTest, ChapKeysAreReadableByRootOnlyBeforeTheyAreWritten) {
+  Apply(WantChap(kVol, {kHostA}, kKey1, kKey2));
+  const std::string host = "hosts/" + std::string(kHostA);
+  for (const char* attr : {"/dhchap_key", "/dhchap_ctrl_key"}) {
+    auto mode = sim_.Mode(P(host + attr));
+    ASSERT_TRUE(mode.ok());
+    EXPECT_EQ(*mode, 0600u) << attr;
+  }
+  const auto& ops = fs_.ops();
+  auto at = [&](const std::string& needle) {
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (ops[i].find(needle) != std::string::npos) return static_cast<long>(i);
+    }
+    return -1L;
+  };
+  long hidden = at("chmod " + P(host + "/dhchap_key") + " = 0600");
+  ASSERT_GE(hidden, 0);
+  EXPECT_LT(hidden, at("write " + P(host + "/dhchap_key") + " ="));
+  // A re-created host (a module reload, a hand's mkdir) shows its key 0644
+  // again: the next pass hides it, and names no key.
+  ASSERT_TRUE(sim_.Chmod(P(host + "/dhchap_key"), 0644).ok());
+  auto changes = Apply(WantChap(kVol, {kHostA}, kKey1, kKey2));
+  ExpectNoSecret(changes);
+  EXPECT_THAT(changes, ElementsAre("make " + P(host + "/dhchap_key") + " readable by root only"));
+  EXPECT_EQ(ModeOf(sim_, P(host + "/dhchap_key")), 0600u);
 }
 
 TEST_F(NvmetExporterTest, ChapRepairsAChangedKeyAndReportsNoneWithoutOne) {

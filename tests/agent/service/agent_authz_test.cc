@@ -4,12 +4,17 @@
 #include <google/protobuf/descriptor.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <thread>
 
 #include "agent_process.h"
+#include "common/daemon.h"
 
 namespace pillar::testing {
 namespace {
@@ -199,6 +204,51 @@ TEST_F(AgentAuthzTest, OperatorReadsOnlyAndControllerCallsEverything) {
         << m << ": " << s.error_message();
     EXPECT_NE(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << m;
   }
+}
+
+// Sockets opened to the agent's port and left silent (no TLS handshake) are
+// closed after the handshake timeout, and the agent raises its open-file
+// limit to the hard limit, so such sockets cannot take every descriptor (once
+// they do, gRPC stops accepting altogether): the real binary, started with a
+// soft limit of 64 that 80 silent sockets would exhaust.
+TEST(AgentHardeningTest, SilentConnectionsAreDroppedAndTheControllerStillGetsIn) {
+  TempDir tmp;
+  ASSERT_TRUE(AgentProcess::MakeCerts(tmp.Sub("certs")));
+  AgentProcess agent(tmp.path());
+  agent.RunUnder({"/usr/bin/prlimit", "--nofile=64:4096", "--"});
+  ASSERT_TRUE(agent.Start());
+  std::vector<int> silent;
+  for (int i = 0; i < 80; ++i) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(static_cast<uint16_t>(agent.port()));
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
+      close(fd);
+      continue;
+    }
+    silent.push_back(fd);
+  }
+  ASSERT_GT(silent.size(), 64u) << "the flood must exceed the soft limit it started with";
+  std::this_thread::sleep_for(kHandshakeTimeout + std::chrono::seconds(2));
+  auto stub = agent.Client("controller");
+  ASSERT_NE(stub, nullptr);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  v1::GetInfoResponse info;
+  grpc::Status s = stub->GetInfo(&ctx, v1::GetInfoRequest(), &info);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  // The agent closed the silent ones it had accepted.
+  int closed = 0;
+  for (int fd : silent) {
+    char c;
+    if (recv(fd, &c, 1, MSG_DONTWAIT) == 0) closed++;
+    close(fd);
+  }
+  EXPECT_GT(closed, 0);
+  agent.Stop();
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 
 #include "common/child_process.h"
 #include "common/grpc_tls.h"
+#include "common/loop_devices.h"
 #include "common/temp_dir.h"
 #include "pillar/agent/v1/agent.grpc.pb.h"
 
@@ -27,6 +28,14 @@ class AgentProcess {
  public:
   // `dir` holds certs/, configfs/, state/, pools/ and the agent's log.
   explicit AgentProcess(std::string dir) : dir_(std::move(dir)) {}
+  // Stops the agent, then detaches the loop devices its block volumes left
+  // attached (a real storage node keeps them; a test does not).
+  ~AgentProcess() {
+    child_.Stop();
+    DetachLoopDevicesUnder(dir_);
+  }
+  AgentProcess(const AgentProcess&) = delete;
+  AgentProcess& operator=(const AgentProcess&) = delete;
 
   static bool MakeCerts(const std::string& dir) {
     std::string cmd = std::string(PILLAR_SOURCE_DIR) + "/tests/tools/make-certs.sh " + dir;
@@ -63,12 +72,16 @@ class AgentProcess {
                                      "--epoch-check-interval=1",
                                      "--log-level=warn"};
     args.insert(args.end(), extra.begin(), extra.end());
+    args.insert(args.begin(), prefix_.begin(), prefix_.end());
     int port = child_.StartAndWaitForPort(args, dir_ + "/agent.log", ready);
     if (port > 0) port_ = port;
     return port > 0;
   }
 
   void Stop() { child_.Stop(); }
+
+  // The next Start runs the agent under this command (prlimit, ...).
+  void RunUnder(std::vector<std::string> prefix) { prefix_ = std::move(prefix); }
 
   // The next Start presents certs/`name`.crt (default "agent", storage-1's).
   void UseCert(std::string name) { cert_ = std::move(name); }
@@ -91,6 +104,7 @@ class AgentProcess {
  private:
   std::string dir_;
   std::string cert_ = "agent";
+  std::vector<std::string> prefix_;
   ChildProcess child_;
   int port_ = 0;
 };

@@ -744,7 +744,6 @@ allowed pillar-controller update pillaragents.$DRIVER --subresource=status
 allowed pillar-controller update leases.coordination.k8s.io -n "$NS"
 allowed pillar-controller create leases.coordination.k8s.io -n "$NS"
 allowed pillar-controller create events -n "$NS"
-allowed pillar-controller create customresourcedefinitions.apiextensions.k8s.io
 allowed pillar-controller create persistentvolumes
 allowed pillar-controller update persistentvolumeclaims -n default
 allowed pillar-controller patch volumeattachments.storage.k8s.io --subresource=status
@@ -752,6 +751,9 @@ allowed pillar-controller patch persistentvolumeclaims -n default --subresource=
 allowed pillar-controller list csinodes.storage.k8s.io
 denied pillar-controller get secrets -n "$NS"
 denied pillar-controller list pods -n "$NS"
+# controller.installCrds is off by default: no CRD of anyone's may be created.
+denied pillar-controller create customresourcedefinitions.apiextensions.k8s.io
+denied pillar-controller get customresourcedefinitions.apiextensions.k8s.io
 denied pillar-controller update customresourcedefinitions.apiextensions.k8s.io
 denied pillar-controller delete customresourcedefinitions.apiextensions.k8s.io
 denied pillar-controller update leases.coordination.k8s.io -n default
