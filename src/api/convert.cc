@@ -156,7 +156,6 @@ json ToJson(const VolumeSpec& s) {
           {"agentRef", s.agent_ref},
           {"agentVolumeID", s.agent_volume_id},
           {"protocol", ProtocolName(s.protocol)},
-          {"backend", s.backend},
           {"capacityBytes", s.capacity_bytes},
           {"accessType", s.access_type},
           {"fsType", s.fs_type},
@@ -172,7 +171,6 @@ StatusOr<VolumeSpec> VolumeSpecFromJson(const json& j) {
   ASSIGN_OR_RETURN(s.agent_volume_id, Str(j, "agentVolumeID", f, true));
   ASSIGN_OR_RETURN(std::string protocol, Str(j, "protocol", f, true));
   ASSIGN_OR_RETURN(s.protocol, ParseProtocol("spec.protocol", protocol));
-  ASSIGN_OR_RETURN(s.backend, Str(j, "backend", f));
   ASSIGN_OR_RETURN(s.capacity_bytes, Int(j, "capacityBytes", f));
   ASSIGN_OR_RETURN(s.access_type, Str(j, "accessType", f));
   ASSIGN_OR_RETURN(s.fs_type, Str(j, "fsType", f));
@@ -227,6 +225,7 @@ json ToJson(const VolumeStatus& s) {
   j["deleting"] = s.deleting;
   j["conditions"] = ToJson(s.conditions);
   j["capacityBytes"] = s.capacity_bytes;
+  if (!s.backend.empty()) j["backend"] = s.backend;
   return j;
 }
 
@@ -259,6 +258,7 @@ StatusOr<VolumeStatus> VolumeStatusFromJson(const json& j) {
     ASSIGN_OR_RETURN(s.conditions, ConditionsFromJson(j["conditions"]));
   }
   ASSIGN_OR_RETURN(s.capacity_bytes, Int(j, "capacityBytes", "status"));
+  ASSIGN_OR_RETURN(s.backend, Str(j, "backend", "status"));
   return s;
 }
 

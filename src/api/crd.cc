@@ -53,7 +53,6 @@ json VolumeSchema() {
                    {"agentRef", NonEmptyStr()},
                    {"agentVolumeID", NonEmptyStr()},
                    {"protocol", Enum(ProtocolNames())},
-                   {"backend", Str()},
                    {"capacityBytes", Int64()},
                    {"accessType", Enum({"", "block", "mount"})},
                    {"fsType", Str()},
@@ -81,7 +80,8 @@ json VolumeSchema() {
                      {"publicationGeneration", Int64()},
                      {"deleting", Bool()},
                      {"conditions", Conditions()},
-                     {"capacityBytes", Int64()}});
+                     {"capacityBytes", Int64()},
+                     {"backend", Str()}});
   return Obj({{"spec", spec}, {"status", status}}, {"spec"});
 }
 

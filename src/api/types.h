@@ -98,7 +98,6 @@ struct VolumeSpec {
   std::string agent_ref;
   std::string agent_volume_id;
   Protocol protocol = Protocol::kNvmeofTcp;
-  std::string backend;  // "file", "lvm", "lvm-thin", "zfs"
   int64_t capacity_bytes = 0;
   std::string access_type;  // "block", "mount"
   std::string fs_type;
@@ -116,6 +115,9 @@ struct VolumeStatus {
   std::vector<Condition> conditions;
   // Not in the design's list but needed by ControllerExpandVolume / pillarctl.
   int64_t capacity_bytes = 0;
+  // The backend kind the agent made the volume with ("file", "lvm",
+  // "lvm-thin", "zfs"), as its create answered; "" until then.
+  std::string backend;
 };
 
 // True when the agent confirmed the volume's storage (condition Provisioned

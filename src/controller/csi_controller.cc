@@ -571,6 +571,7 @@ Status CsiController::DoCreate(const csi::v1::CreateVolumeRequest& req, csi::v1:
   int64_t actual_size = created->volume().size_bytes();
   ASSIGN_OR_RETURN(obj, MutateStatus(volume_id, [&](api::VolumeStatus& s) {
                      s.capacity_bytes = actual_size;
+                     s.backend = created->volume().backend();
                      api::SetCondition(s.conditions,
                                        {api::kCondProvisioned, "True", api::kReasonCreated,
                                         "the agent created or imported the backend volume", "", 0},

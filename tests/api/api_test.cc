@@ -81,8 +81,9 @@ const json& SchemaOf(const std::string& kind) {
 
 VolumeState FullVolume() {
   VolumeState v;
-  v.spec = {"pvc-1", "storage-1", "tank/pvc-1", Protocol::kIscsi,      "zfs",
+  v.spec = {"pvc-1", "storage-1", "tank/pvc-1", Protocol::kIscsi,
             1 << 30, "mount",     "xfs",        json{{"pool", "tank"}}};
+  v.status.backend = "zfs";
   v.status.export_spec = ExportSpec{"10.0.0.5", 3260, true, 8192};
   v.status.export_info =
       ExportInfo{"iqn.2026-12.com.bhyoo.pillar-csi:tank:2fpvc-1", "10.0.0.5", 3260, "tank/pvc-1"};

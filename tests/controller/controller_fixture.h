@@ -110,7 +110,6 @@ class ControllerFixture : public ::testing::Test {
     s.agent_ref = kAgentRef;
     s.agent_volume_id = "tank/" + name;
     s.protocol = protocol;
-    s.backend = "file";
     s.capacity_bytes = 1LL << 30;
     s.access_type = access_type;
     if (access_type == "mount" && protocol != Protocol::kNfs) s.fs_type = "ext4";

@@ -211,6 +211,7 @@ TEST_F(CsiControllerTest, CreateVolumeRecordsTheExportSpecAndAnswersOnlyOnceExpo
   EXPECT_TRUE(v.status.export_spec->acl_enabled);
   EXPECT_EQ(Condition("pvc-new"), "True/Reconciled");
   EXPECT_THAT(AllowedHosts("pvc-new"), IsEmpty()) << "published to nobody yet";
+  EXPECT_EQ(v.status.backend, "file") << "the backend kind the agent's create answered";
 
   // Retried with the same parameters: the same lifecycle, the same backend volume.
   const std::string uid = Get(api::kKindVolume, "pvc-new").uid;
