@@ -168,24 +168,23 @@ Status LvmBackend::FinishZeroing(const LvRow& row) {
     int64_t length = std::min(kZeroChunkBytes, row.size_bytes - offset);
     // --force: the LV may be held open (an exported volume being expanded);
     // only the range the tag names, which no consumer was given yet, is written.
-    RETURN_IF_ERROR(exec_.RunOk(Lvm({"blkdiscard", "--zeroout", "--force", "--offset",
-                                     std::to_string(offset), "--length", std::to_string(length),
-                                     "--", DevicePath(row.name)},
-                                    kZeroTimeout)));
+    RETURN_IF_ERROR(
+        exec_.RunOk(Lvm({"blkdiscard", "--zeroout", "--force", "--offset", std::to_string(offset),
+                         "--length", std::to_string(length), "--", DevicePath(row.name)},
+                        kZeroTimeout)));
     offset += length;
     if (offset < row.size_bytes) {
       // One lvchange: the progress is recorded in a single metadata commit.
-      RETURN_IF_ERROR(exec_.RunOk(Lvm(
-          {"lvchange", "--deltag", ZeroTag(tagged), "--addtag", ZeroTag(offset), "--", id},
-          kChangeTimeout)));
+      RETURN_IF_ERROR(exec_.RunOk(
+          Lvm({"lvchange", "--deltag", ZeroTag(tagged), "--addtag", ZeroTag(offset), "--", id},
+              kChangeTimeout)));
       tagged = offset;
     }
   }
   RETURN_IF_ERROR(
       exec_.RunOk(Lvm({"lvchange", "--deltag", ZeroTag(tagged), "--", id}, kChangeTimeout)));
-  log::Info("volume zeroed", {{"volume", id},
-                              {"fromByte", *row.zero_from},
-                              {"sizeBytes", row.size_bytes}});
+  log::Info("volume zeroed",
+            {{"volume", id}, {"fromByte", *row.zero_from}, {"sizeBytes", row.size_bytes}});
   return Status::Ok();
 }
 
@@ -268,9 +267,9 @@ StatusOr<BackendVolume> LvmBackend::Create(const std::string& name, int64_t size
             // The extents may have held another volume: the LV is born with
             // its zeroing tag, so it is never complete before every byte is
             // zero (signatures are wiped at once all the same).
-            ? Lvm({"lvcreate", "--yes", "--wipesignatures", "y", "--zero", "y", "--type",
-                   "linear", "--size", bytes, "--addtag", OwnerTag(owner_uid), "--addtag",
-                   ZeroTag(0), "--name", name, "--", vg_},
+            ? Lvm({"lvcreate", "--yes", "--wipesignatures", "y", "--zero", "y", "--type", "linear",
+                   "--size", bytes, "--addtag", OwnerTag(owner_uid), "--addtag", ZeroTag(0),
+                   "--name", name, "--", vg_},
                   kChangeTimeout)
             // A new thin LV reads as zeros until written: nothing to wipe.
             : Lvm({"lvcreate", "--yes", "--type", "thin", "--virtualsize", bytes, "--thinpool",
@@ -281,8 +280,7 @@ StatusOr<BackendVolume> LvmBackend::Create(const std::string& name, int64_t size
     row = std::move(created);
   } else {
     RETURN_IF_ERROR(backend_util::CheckCreateOwner(Object(name), row->owner_uid, owner_uid));
-    RETURN_IF_ERROR(
-        backend_util::CheckExistingMatches(Id(name), ToVolume(*row), mode, size_bytes));
+    RETURN_IF_ERROR(backend_util::CheckExistingMatches(Id(name), ToVolume(*row), mode, size_bytes));
   }
   lock.unlock();
   // A new LV, or one whose create stopped before its zeroing was done.
@@ -412,8 +410,8 @@ StatusOr<std::string> LvmBackend::Expose(const std::string& name, VolumeMode mod
   std::lock_guard<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(LvRow row, FindVolumeRow(name));
   if (row.zero_from) {
-    return FailedPrecondition("volume " + Id(name) + " is not served yet: " +
-                              ToVolume(row).pending +
+    return FailedPrecondition("volume " + Id(name) +
+                              " is not served yet: " + ToVolume(row).pending +
                               " is pending (its create or expand did not finish); a retried "
                               "CreateVolume or ExpandVolume finishes it");
   }

@@ -595,15 +595,15 @@ TEST_F(LvmBackendTest, AnInterruptedZeroingIsReportedNeverExposedAndFinishedByAR
   ASSERT_TRUE(retry.ok()) << retry.status().ToString();
   EXPECT_EQ(retry->pending, "");
   const std::string c1 = std::to_string(chunk), c2 = std::to_string(2 * chunk);
-  EXPECT_THAT(exec_.CallLines(),
-              ElementsAre(kLvsCmd,
-                          "blkdiscard --zeroout --force --offset " + c1 + " --length " + c1 +
-                              " -- /dev/vg0/big",
-                          "lvchange --deltag pillar-csi.zero-from." + c1 +
-                              " --addtag pillar-csi.zero-from." + c2 + " -- vg0/big",
-                          "blkdiscard --zeroout --force --offset " + c2 +
-                              " --length 1073741824 -- /dev/vg0/big",
-                          "lvchange --deltag pillar-csi.zero-from." + c2 + " -- vg0/big"));
+  EXPECT_THAT(
+      exec_.CallLines(),
+      ElementsAre(
+          kLvsCmd,
+          "blkdiscard --zeroout --force --offset " + c1 + " --length " + c1 + " -- /dev/vg0/big",
+          "lvchange --deltag pillar-csi.zero-from." + c1 + " --addtag pillar-csi.zero-from." + c2 +
+              " -- vg0/big",
+          "blkdiscard --zeroout --force --offset " + c2 + " --length 1073741824 -- /dev/vg0/big",
+          "lvchange --deltag pillar-csi.zero-from." + c2 + " -- vg0/big"));
   // Every byte was zeroed once, in order.
   EXPECT_THAT(lvm.zeroed, ElementsAre(std::pair{int64_t{0}, chunk}, std::pair{chunk, chunk},
                                       std::pair{2 * chunk, kGiB}));
@@ -693,13 +693,12 @@ TEST_F(LvmBackendTest, ARetriedExpandAfterAFailedLvextendStartsOver) {
 // Thin LVs read zeros until written: no tag, no zeroing.
 TEST_F(LvmBackendTest, ThinVolumesAreNeverZeroed) {
   OnLvsChangingAfter(
-      "lvextend",
-      Lvs({LvRow("tp", 10 * kGiB, "twi-aotz--"), LvRow("t", kGiB, "Vwi-a-tz--", "tp")}),
+      "lvextend", Lvs({LvRow("tp", 10 * kGiB, "twi-aotz--"), LvRow("t", kGiB, "Vwi-a-tz--", "tp")}),
       Lvs({LvRow("tp", 10 * kGiB, "twi-aotz--"), LvRow("t", 2 * kGiB, "Vwi-a-tz--", "tp")}));
   auto grown = Thin()->Expand("t", 2 * kGiB, kOwner);
   ASSERT_TRUE(grown.ok()) << grown.status().ToString();
-  EXPECT_THAT(exec_.CallLines(), ElementsAre(kLvsCmd, "lvextend --size 2147483648b -- vg0/t",
-                                             kLvsCmd));
+  EXPECT_THAT(exec_.CallLines(),
+              ElementsAre(kLvsCmd, "lvextend --size 2147483648b -- vg0/t", kLvsCmd));
 }
 
 // The zeroing runs without the backend's pool-wide lock (AgentCore already

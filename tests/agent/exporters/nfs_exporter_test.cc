@@ -766,8 +766,8 @@ TEST_F(NfsExporterTest, AFileSystemRootIsExportedWithoutSubtreeChecking) {
   EXPECT_THAT((*got)->drift, IsEmpty());
   // The same directory once the dataset is unmounted is a plain directory of
   // the parent file system: checked again.
-  ASSERT_TRUE(fs_.WriteFileAtomic(dir_.Sub("mountinfo"), "22 1 254:1 / / rw - ext4 /dev/vda rw\n")
-                  .ok());
+  ASSERT_TRUE(
+      fs_.WriteFileAtomic(dir_.Sub("mountinfo"), "22 1 254:1 / / rw - ext4 /dev/vda rw\n").ok());
   got = exporter_.Get(kVol);
   ASSERT_TRUE(got.ok() && *got);
   EXPECT_EQ((*got)->drift.size(), 1u);
