@@ -56,6 +56,7 @@ void FillVolume(const VolumeInfo& in, v1::Volume* out) {
   out->set_export_path(in.volume.export_path);
   out->set_volume_uid(in.volume_uid);
   out->set_owner_uid(in.volume.owner_uid);
+  out->set_pending(in.volume.pending);
 }
 
 void FillPool(const PoolInfo& in, v1::Pool* out) {

@@ -23,6 +23,8 @@
 #   sum PATH MIB                 sha256 of the first MIB MiB (O_DIRECT)
 #   fill PATH MIB                write MIB MiB of random data (O_DIRECT),
 #                                print its sha256
+#   nonzero PATH SKIP_MIB MIB    how many bytes of MIB MiB from SKIP_MIB are not
+#                                zero (O_DIRECT reads)
 #   now                          microseconds since the epoch
 #   nfs-clients PATH             the clients knfsd exports PATH to, one a line
 #   nfs-has PATH CLIENT          exit 0 when knfsd exports PATH to CLIENT
@@ -213,6 +215,12 @@ cmd_sum() {
   dd if="$1" bs=1M count="$2" iflag=direct status=none | sha256sum | cut -d' ' -f1
 }
 
+cmd_nonzero() {
+  local n
+  n="$(dd if="$1" bs=1M skip="$2" count="$3" iflag=direct status=none | tr -d '\000' | wc -c)" || return 1
+  echo "$n"
+}
+
 cmd_fill() {
   local tmp
   tmp="$(mktemp /tmp/fill.XXXXXX)"
@@ -272,6 +280,7 @@ case "$cmd" in
   nvmet-unload) cmd_nvmet_unload ;;
   sum) cmd_sum "$@" ;;
   fill) cmd_fill "$@" ;;
+  nonzero) cmd_nonzero "$@" ;;
   now) now_us ;;
   nfs-clients) cmd_nfs_clients "$@" ;;
   nfs-has) cmd_nfs_has "$@" ;;

@@ -7,7 +7,7 @@
 # IP change); only processes are restarted, never a guest.
 #
 #   tests/e2e/scenarios.sh                 # all; exit != 0 on any FAIL
-#   E2E_ONLY="s1 s3" tests/e2e/scenarios.sh     # a subset (s1 .. s8; an unknown id is an error)
+#   E2E_ONLY="s1 s3" tests/e2e/scenarios.sh     # a subset (s1 .. s10; an unknown id is an error)
 #   PILLAR_E2E_SKIP_BUILD=1 ...                 # use the binaries as built
 #
 # Each scenario prints PASS/FAIL, then a timing table and the closing line
@@ -37,12 +37,13 @@ PILLARCTL="$BUILD/src/ctl/pillarctl"
 NODE_BIN="${PILLAR_E2E_NODE_BIN:-$BUILD/src/node/pillar-node}"
 CSI_CALL="$BUILD/tests/csi-call"
 STORE_EDIT="$BUILD/tests/store-edit"
+FH_FORGE="${PILLAR_E2E_FH_FORGE:-$BUILD/tests/fh-forge}"
 CTRL_SOCK=unix:///run/pillar/controller.sock
 NODE_SOCK=unix:///run/pillar/node.sock
 STORE=/var/lib/pillar-csi/controller/store.db
 POOL_DIR=/var/lib/pillar-e2e/pool
 VG=pillarvg
-SCENARIOS="s1 s2 s3 s4 s5 s6 s7 s8"
+SCENARIOS="s1 s2 s3 s4 s5 s6 s7 s8 s9 s10"
 ONLY="${E2E_ONLY:-$SCENARIOS}"
 PASSED=0
 FAILED=0
@@ -323,7 +324,7 @@ build_binaries() {
   [[ "${PILLAR_E2E_SKIP_BUILD:-0}" == 1 ]] && return 0
   [[ -f "$BUILD/CMakeCache.txt" ]] || cmake -S "$E2E_SRC" -B "$BUILD" -G Ninja >/dev/null
   cmake --build "$BUILD" -j"${PILLAR_E2E_JOBS:-1}" \
-    --target pillar-agent pillar-controller pillarctl pillar-node csi-call store-edit >&2
+    --target pillar-agent pillar-controller pillarctl pillar-node csi-call store-edit fh-forge >&2
 }
 
 # ------------------------------------------------------------------ scenarios
@@ -961,6 +962,176 @@ s8() {
   delete s8-nfs-own
 }
 
+# 9. NFS subtree escape (issue 22, item 6). File-pool volumes are directories
+#    of one file system; knfsd's handle names an inode of that file system.
+#    consumer-a (root on its own host) is allowed on s9-a only and forges a
+#    handle for s9-b's file (inode and generation read on the storage node):
+#    pillar's export of s9-a (subtree_check) refuses it, with the parent's
+#    pair swapped too. The same forgery against a plain no_subtree_check
+#    export of a scratch directory of the same file system reads the file,
+#    so the attack itself is shown to work in this run.
+S9_SCRATCH=/var/lib/pillar-e2e/s9-scratch
+S9_MNT=/mnt/s9-scratch
+s9_cleanup() {
+  vm_sh consumer-a 'umount -f "$1" 2>/dev/null; rmdir "$1" 2>/dev/null; true' "$S9_MNT"
+  vm_sh storage 'exportfs -u "$2:$1" 2>/dev/null; rm -rf "$1"; true' "$S9_SCRATCH" "$A_IP"
+}
+# s9_pair GUEST-PATH: "<inode>:<generation>" of a file on the storage node
+# (the generation through FS_IOC_GETVERSION, as lsattr -v prints it).
+s9_pair() {
+  vm_sh storage 'echo "$(stat -c %i "$1"):$(lsattr -vd "$1" | awk "{print \$1}")"' "$1"
+}
+# s9_forge PATH SUBST...: runs the forgery on consumer-a; prints
+# "rc=<exit> out=<what it read>" (stderr, the handles, to the log).
+s9_forge() {
+  local out rc=0
+  out="$(vm_exec consumer-a "$FH_FORGE" "$@" 2>"$E2E_RUN/s9-forge.err")" || rc=$?
+  sed 's/^/    /' "$E2E_RUN/s9-forge.err" >&2
+  echo "rc=$rc out=$out"
+}
+s9() {
+  trap s9_cleanup EXIT
+  local secret mnt a_dir b_dir own victim a_pair b_pair adir_pair bdir_pair got line
+  secret="s9-volume-b-secret-$RANDOM$RANDOM"
+  create s9-a nfs nfs demo
+  create s9-b nfs nfs demo
+  a_dir="$(vctx s9-a targetID)" b_dir="$(vctx s9-b targetID)"
+  # Volume B's data: written by its tenant (here on the server), readable by anyone who can reach it.
+  vm_sh storage 'printf "%s" "$2" >"$1/secret" && chmod 0644 "$1/secret"' "$b_dir" "$secret"
+  attach s9-a consumer-a
+  mnt="$(target s9-a)"
+  vm_sh consumer-a 'echo mine >"$1/own"' "$mnt" || fail "consumer-a cannot write its own volume"
+  own="$(s9_pair "$a_dir/own")" victim="$(s9_pair "$b_dir/secret")"
+  adir_pair="$(s9_pair "$a_dir")" bdir_pair="$(s9_pair "$b_dir")"
+  step "inode:generation on storage: own $own, victim $victim (dirs $adir_pair, $bdir_pair)"
+
+  got="$(s9_forge "$mnt/own" "$own=$victim")"
+  [[ "$got" != rc=2* ]] || fail "the handle could not be forged (helper error): see the log above"
+  [[ "$got" != *"$secret"* ]] || fail "a forged handle read volume B's file through volume A's export: $got"
+  [[ "$got" == rc=3* ]] || fail "forgery through s9-a: want a refusal (rc=3), got $got"
+  step "forged handle (victim inode+generation) via s9-a: refused"
+  got="$(s9_forge "$mnt/own" "$own=$victim" "$adir_pair=$bdir_pair")"
+  [[ "$got" != rc=2* ]] || fail "the handle has no parent pair to swap: is s9-a exported with subtree_check?"
+  [[ "$got" != *"$secret"* ]] || fail "a forged handle (parent swapped too) read volume B's file"
+  [[ "$got" == rc=3* ]] || fail "forgery (parent swapped) through s9-a: want a refusal (rc=3), got $got"
+  step "forged handle (victim and its parent directory) via s9-a: refused"
+  wait_cond s9-a True/Reconciled "$CEILING" >/dev/null || fail "s9-a export not reconciled (drift?)"
+  line="$(exports_of | grep -A1 -F "$a_dir" | tr -d '\n')"
+  [[ "$line" == *"$A_IP("* && "$line" != *no_subtree_check* ]] ||
+    fail "s9-a is not exported with subtree checking: $line"
+  step "s9-a exported to consumer-a with subtree checking (no no_subtree_check in exportfs -v), Reconciled"
+
+  # Control: the same forgery against a plain no_subtree_check export of a
+  # scratch directory on the same file system.
+  local scratch_own
+  vm_sh storage 'mkdir -p "$1" && chmod 0777 "$1" && echo mine >"$1/own" &&
+    exportfs -o rw,sync,no_subtree_check,root_squash,fsid=5c9a7c3e-0000-4000-8000-000000000009 "$2:$1"' \
+    "$S9_SCRATCH" "$A_IP" || fail "scratch export"
+  vm_sh consumer-a 'mkdir -p "$1" && mount -t nfs -o vers=4.2,actimeo=0 "$2:$3" "$1"' \
+    "$S9_MNT" "$STORAGE_IP" "$S9_SCRATCH" || fail "mounting the scratch export"
+  scratch_own="$(s9_pair "$S9_SCRATCH/own")"
+  got="$(s9_forge "$S9_MNT/own" "$scratch_own=$victim")"
+  [[ "$got" == "rc=0 out=$secret" ]] ||
+    fail "control: the forgery did not read volume B through a no_subtree_check export ($got): the attack is not shown to work"
+  step "control: the same forgery via a no_subtree_check export of $S9_SCRATCH read volume B's file"
+  s9_cleanup
+
+  detach s9-a consumer-a
+  delete s9-a
+  delete s9-b
+}
+
+# 10. Thick LVM zeroing (issue 22, item 7). A thick LV's extents may have
+#     held a deleted volume's data: a new volume reads zeros over all of it,
+#     and so do the extents an expand adds (the tenant's data stays). The
+#     extents are checked to be the same ones (lvs seg_pe_ranges), so the
+#     test cannot pass by an allocation that happened to be fresh.
+s10_create() { # VOL BYTES: raw block over iSCSI on the thick LVM pool
+  local vol="$1" cap req resp
+  cap="$(cap_json block)"
+  req="$(jq -cn --arg n "$vol" --arg b "$2" --arg pool "$VG" --argjson cap "$cap" --arg ip "$STORAGE_IP" \
+    '{name:$n, capacityRange:{requiredBytes:$b}, volumeCapabilities:[$cap],
+      parameters:{agent:"storage-1", pool:$pool, protocol:"iscsi", bindAddress:$ip}}')"
+  resp="$(ctl CreateVolume "$req")" || fail "CreateVolume $vol"
+  V_CAP[$vol]="$cap"
+  V_CTX[$vol]="$(jq -c '.volume.volumeContext' <<<"$resp")"
+}
+s10_pe() { vm_exec storage lvs --noheadings -o seg_pe_ranges "$VG/$1" | tr -d ' \n'; }
+s10() {
+  local mib=64 bytes=$((64 << 20)) pe_a pe_b pe_d n t0 ms
+  # (a) create, fill every byte of the LV, delete; a new volume gets the same extents.
+  s10_create s10-a "$bytes"
+  pe_a="$(s10_pe s10-a)"
+  fill storage "$(backing s10-a)" "$mib" >/dev/null || fail "filling s10-a"
+  n="$(gh storage nonzero "$(backing s10-a)" 0 "$mib")"
+  ((n > bytes / 2)) || fail "the pattern did not reach s10-a ($n non-zero bytes)"
+  delete s10-a
+  step "s10-a ($pe_a) filled with random data ($n non-zero bytes), deleted"
+  t0=$(now_us)
+  s10_create s10-b "$bytes"
+  metric "s10 CreateVolume of a 64 MiB thick LV (zeroed)" "$((($(now_us) - t0) / 1000))"
+  pe_b="$(s10_pe s10-b)"
+  [[ "$pe_b" == "$pe_a" ]] || fail "s10-b got other extents ($pe_b, not $pe_a): the check would prove nothing"
+  attach s10-b consumer-a
+  n="$(gh consumer-a nonzero "$(target s10-b)" 0 "$mib")" || fail "reading s10-b on consumer-a"
+  # Old data is noted and the run goes on, so both halves are shown.
+  local -a leaks=()
+  if [[ "$n" == 0 ]]; then
+    step "s10-b reuses $pe_b; consumer-a reads all $mib MiB over iSCSI: zero"
+  else
+    leaks+=("the new tenant reads $n non-zero bytes of the deleted s10-a on s10-b ($pe_b)")
+    step "LEAK: ${leaks[-1]}"
+  fi
+  detach s10-b consumer-a
+  delete s10-b
+
+  # (b) expand: s10-c holds its tenant's data; s10-d, right after it, is
+  # filled and deleted; growing s10-c takes s10-d's extents.
+  local w r
+  s10_create s10-c "$bytes"
+  s10_create s10-d "$bytes"
+  pe_d="$(s10_pe s10-d)"
+  w="$(fill storage "$(backing s10-c)" "$mib")" || fail "filling s10-c"
+  fill storage "$(backing s10-d)" "$mib" >/dev/null || fail "filling s10-d"
+  delete s10-d
+  step "s10-c filled (its tenant's data); s10-d ($pe_d) filled and deleted"
+  t0=$(now_us)
+  ctl ControllerExpandVolume "$(jq -cn --arg b "$((2 * bytes))" '{volumeId:"s10-c", capacityRange:{requiredBytes:$b}}')" \
+    >/dev/null || fail "ControllerExpandVolume s10-c"
+  metric "s10 ControllerExpandVolume +64 MiB (zeroed)" "$((($(now_us) - t0) / 1000))"
+  local pe_c
+  pe_c="$(s10_pe s10-c)"
+  [[ "$pe_c" == *"${pe_d#*:}"* || "$pe_c" == *"-${pe_d##*-}" ]] ||
+    fail "s10-c grew into other extents ($pe_c, s10-d had $pe_d): the check would prove nothing"
+  r="$(sum storage "$(backing s10-c)" "$mib")"
+  same "s10-c's first 64 MiB after the expand (its tenant's data)" "$w" "$r"
+  n="$(gh storage nonzero "$(backing s10-c)" "$mib" "$mib")"
+  if [[ "$n" == 0 ]]; then
+    step "s10-c grew into s10-d's extents ($pe_c): the added 64 MiB read zero, the first 64 MiB unchanged"
+  else
+    leaks+=("the expanded s10-c ($pe_c) exposes $n non-zero bytes of the deleted s10-d in its new extents")
+    step "LEAK: ${leaks[-1]}"
+  fi
+  delete s10-c
+  ((${#leaks[@]} == 0)) || fail "old data handed out: ${leaks[*]}"
+
+  # Zeroing speed: a 512 MiB volume (the data disk is 1 GiB). The guest's
+  # virtio disk offers write-zeroes (a qcow2 metadata update): for the
+  # device-bound cost, the same 512 MiB written as zeros (dd, O_DIRECT).
+  t0=$(now_us)
+  s10_create s10-big $((512 << 20))
+  ms=$((($(now_us) - t0) / 1000))
+  metric "s10 CreateVolume of a 512 MiB thick LV (zeroed)" "$ms"
+  t0=$(gh storage now)
+  vm_exec storage blkdiscard --zeroout --force "$(backing s10-big)" || fail "blkdiscard --zeroout"
+  metric "s10 blkdiscard --zeroout of 512 MiB (write-zeroes offload)" "$((($(gh storage now) - t0) / 1000))"
+  t0=$(gh storage now)
+  vm_exec storage dd if=/dev/zero of="$(backing s10-big)" bs=1M count=512 oflag=direct status=none ||
+    fail "dd of zeros"
+  metric "s10 512 MiB of zeros written (dd O_DIRECT, no offload)" "$((($(gh storage now) - t0) / 1000))"
+  delete s10-big
+}
+
 # ------------------------------------------------------------------ main
 
 # E2E_ONLY must name scenarios that exist: a typo is an error, not "0 passed".
@@ -996,7 +1167,7 @@ on_exit() {
 }
 
 # Scenarios that use consumer-a only; a run of just these boots two guests.
-ONE_CONSUMER="s8"
+ONE_CONSUMER="s8 s9 s10"
 needs_consumer_b() {
   local id
   for id in $ONLY; do
@@ -1013,7 +1184,7 @@ main() {
   t0=$(e2e__now)
   build_binaries
   local b
-  for b in "$AGENT_BIN" "$CONTROLLER_BIN" "$PILLARCTL" "$NODE_BIN" "$CSI_CALL" "$STORE_EDIT"; do
+  for b in "$AGENT_BIN" "$CONTROLLER_BIN" "$PILLARCTL" "$NODE_BIN" "$CSI_CALL" "$STORE_EDIT" "$FH_FORGE"; do
     [[ -x "$b" ]] || e2e_die "missing $b (build it: cmake --build $BUILD --target $(basename "$b"))"
   done
   phase_time "build (binaries)" "$t0"
@@ -1052,6 +1223,8 @@ main() {
   run_scenario s6 "access revoked while mounted: NodeUnpublish completes" s6
   run_scenario s7 "no exportSpec: untouched, pillarctl repair, data intact" s7
   run_scenario s8 "in-band auth: iSCSI CHAP, NVMe DH-HMAC-CHAP, NFS root_squash and volume root" s8
+  run_scenario s9 "NFS: a forged file handle cannot reach another volume of the file system" s9
+  run_scenario s10 "thick LVM: a new or expanded volume reads zeros, never old data" s10
   # Last: it changes a consumer's address (and can leave pillar-node stuck).
   run_scenario s4 "consumer IP change: NFS rule follows, other unpublish leaves it" s4
 

@@ -28,6 +28,10 @@ struct BackendVolume {
   // the backend keeps on the object itself; empty when the object carries
   // none (made by hand, or by a pillar older than the marks).
   std::string owner_uid;
+  // What a create or expand has yet to finish before the volume may be
+  // served (e.g. "zeroing from byte 1073741824"); empty when complete.
+  // Expose refuses a volume with one; a retried Create or Expand finishes it.
+  std::string pending;
 };
 
 // The permission bits and owner a new filesystem volume's root directory

@@ -1,11 +1,13 @@
 #include "agent/backends/lvm_backend.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <string_view>
 
 #include "agent/backends/backend_util.h"
+#include "common/log.h"
 #include "common/validate.h"
 
 namespace pillar::agent {
@@ -74,8 +76,36 @@ constexpr size_t kAttrType = 0;
 constexpr size_t kAttrState = 4;
 
 constexpr char kOwnerTagPrefix[] = "pillar-csi.volume-uid.";
+constexpr char kZeroTagPrefix[] = "pillar-csi.zero-from.";
+
+// One chunk of zeroing may have to write every byte (no write-zeroes
+// offload): 4 GiB at ~15 MB/s.
+constexpr std::chrono::seconds kZeroTimeout{300};
 
 }  // namespace
+
+std::string LvmBackend::ZeroTag(int64_t from) { return kZeroTagPrefix + std::to_string(from); }
+
+StatusOr<std::optional<int64_t>> LvmBackend::ZeroFromTags(const std::string& tags) {
+  std::optional<int64_t> from;
+  size_t start = 0;
+  while (start <= tags.size()) {
+    size_t comma = tags.find(',', start);
+    if (comma == std::string::npos) comma = tags.size();
+    std::string_view tag(tags.data() + start, comma - start);
+    start = comma + 1;
+    if (!tag.starts_with(kZeroTagPrefix)) continue;
+    std::string_view value = tag.substr(std::string_view(kZeroTagPrefix).size());
+    std::optional<int64_t> offset = backend_util::ParseCount(value);
+    if (!offset) return InvalidArgument("zeroing tag " + std::string(tag) + " has no byte offset");
+    if (from) {
+      return InvalidArgument("two zeroing tags (from " + std::to_string(*from) + " and " +
+                             std::to_string(*offset) + ")");
+    }
+    from = offset;
+  }
+  return from;
+}
 
 std::string LvmBackend::OwnerTag(const std::string& uid) { return kOwnerTagPrefix + uid; }
 
@@ -121,8 +151,41 @@ bool LvmBackend::IsOurs(const LvRow& row) const {
 }
 
 BackendVolume LvmBackend::ToVolume(const LvRow& row) const {
-  return BackendVolume{row.name, row.size_bytes, VolumeMode::kBlock, DevicePath(row.name),
-                       "",       row.owner_uid};
+  BackendVolume vol{row.name, row.size_bytes, VolumeMode::kBlock, DevicePath(row.name),
+                    "",       row.owner_uid};
+  if (row.zero_from) vol.pending = "zeroing from byte " + std::to_string(*row.zero_from);
+  return vol;
+}
+
+Status LvmBackend::FinishZeroing(const LvRow& row) {
+  if (!row.zero_from) return Status::Ok();
+  const std::string id = Id(row.name);
+  if (row.attr[kAttrState] != 'a') {
+    RETURN_IF_ERROR(exec_.RunOk(Lvm({"lvchange", "--activate", "y", "--", id}, kChangeTimeout)));
+  }
+  int64_t tagged = *row.zero_from;
+  for (int64_t offset = tagged; offset < row.size_bytes;) {
+    int64_t length = std::min(kZeroChunkBytes, row.size_bytes - offset);
+    // --force: the LV may be held open (an exported volume being expanded);
+    // only the range the tag names, which no consumer was given yet, is written.
+    RETURN_IF_ERROR(
+        exec_.RunOk(Lvm({"blkdiscard", "--zeroout", "--force", "--offset", std::to_string(offset),
+                         "--length", std::to_string(length), "--", DevicePath(row.name)},
+                        kZeroTimeout)));
+    offset += length;
+    if (offset < row.size_bytes) {
+      // One lvchange: the progress is recorded in a single metadata commit.
+      RETURN_IF_ERROR(exec_.RunOk(
+          Lvm({"lvchange", "--deltag", ZeroTag(tagged), "--addtag", ZeroTag(offset), "--", id},
+              kChangeTimeout)));
+      tagged = offset;
+    }
+  }
+  RETURN_IF_ERROR(
+      exec_.RunOk(Lvm({"lvchange", "--deltag", ZeroTag(tagged), "--", id}, kChangeTimeout)));
+  log::Info("volume zeroed",
+            {{"volume", id}, {"fromByte", *row.zero_from}, {"sizeBytes", row.size_bytes}});
+  return Status::Ok();
 }
 
 StatusOr<std::vector<LvmBackend::LvRow>> LvmBackend::ListRows() {
@@ -145,6 +208,11 @@ StatusOr<std::vector<LvmBackend::LvRow>> LvmBackend::ListRows() {
       return BadReport(cmd, "LV " + row.name + " lv_tags: " + owner.status().message());
     }
     row.owner_uid = *owner;
+    StatusOr<std::optional<int64_t>> zero_from = ZeroFromTags(tags);
+    if (!zero_from.ok()) {
+      return BadReport(cmd, "LV " + row.name + " lv_tags: " + zero_from.status().message());
+    }
+    row.zero_from = *zero_from;
     if (row.attr.size() <= kAttrState) return BadReport(cmd, "lv_attr '" + row.attr + "'");
     // Hidden LVs ("[tp_tdata]") are parts of others; lvs -a alone lists them.
     if (!row.name.empty() && row.name.front() == '[') continue;
@@ -185,34 +253,40 @@ StatusOr<BackendVolume> LvmBackend::Create(const std::string& name, int64_t size
   RETURN_IF_ERROR(backend_util::CheckRoot(Id(name), mode, root));
   RETURN_IF_ERROR(backend_util::CheckParamKeys(kind(), params, {}));
   RETURN_IF_ERROR(backend_util::CheckOwnerUid(owner_uid));
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(std::optional<LvRow> row, FindRow(name));
   if (row && !IsOurs(*row)) {
     return AlreadyExists("volume " + Id(name) + ": an LV of that name exists and is not a " +
                          kind() + " volume (lv_attr " + row->attr + ")");
   }
-  if (row) {
+  if (!row) {
+    ASSIGN_OR_RETURN(int64_t size, backend_util::RoundUp(size_bytes, kSectorBytes));
+    const std::string bytes = std::to_string(size) + "b";
+    Command create =
+        thin_pool_.empty()
+            // The extents may have held another volume: the LV is born with
+            // its zeroing tag, so it is never complete before every byte is
+            // zero (signatures are wiped at once all the same).
+            ? Lvm({"lvcreate", "--yes", "--wipesignatures", "y", "--zero", "y", "--type", "linear",
+                   "--size", bytes, "--addtag", OwnerTag(owner_uid), "--addtag", ZeroTag(0),
+                   "--name", name, "--", vg_},
+                  kChangeTimeout)
+            // A new thin LV reads as zeros until written: nothing to wipe.
+            : Lvm({"lvcreate", "--yes", "--type", "thin", "--virtualsize", bytes, "--thinpool",
+                   thin_pool_, "--addtag", OwnerTag(owner_uid), "--name", name, "--", vg_},
+                  kChangeTimeout);
+    RETURN_IF_ERROR(exec_.RunOk(create));
+    ASSIGN_OR_RETURN(LvRow created, FindVolumeRow(name));
+    row = std::move(created);
+  } else {
     RETURN_IF_ERROR(backend_util::CheckCreateOwner(Object(name), row->owner_uid, owner_uid));
-    BackendVolume existing = ToVolume(*row);
-    RETURN_IF_ERROR(backend_util::CheckExistingMatches(Id(name), existing, mode, size_bytes));
-    return existing;
+    RETURN_IF_ERROR(backend_util::CheckExistingMatches(Id(name), ToVolume(*row), mode, size_bytes));
   }
-  ASSIGN_OR_RETURN(int64_t size, backend_util::RoundUp(size_bytes, kSectorBytes));
-  const std::string bytes = std::to_string(size) + "b";
-  Command create =
-      thin_pool_.empty()
-          // The extents may have held another volume: wipe old signatures and
-          // zero the start so no stale file system reaches a consumer.
-          ? Lvm({"lvcreate", "--yes", "--wipesignatures", "y", "--zero", "y", "--type", "linear",
-                 "--size", bytes, "--addtag", OwnerTag(owner_uid), "--name", name, "--", vg_},
-                kChangeTimeout)
-          // A new thin LV reads as zeros until written: nothing to wipe.
-          : Lvm({"lvcreate", "--yes", "--type", "thin", "--virtualsize", bytes, "--thinpool",
-                 thin_pool_, "--addtag", OwnerTag(owner_uid), "--name", name, "--", vg_},
-                kChangeTimeout);
-  RETURN_IF_ERROR(exec_.RunOk(create));
-  ASSIGN_OR_RETURN(LvRow created, FindVolumeRow(name));
-  return ToVolume(created);
+  lock.unlock();
+  // A new LV, or one whose create stopped before its zeroing was done.
+  RETURN_IF_ERROR(FinishZeroing(*row));
+  row->zero_from.reset();
+  return ToVolume(*row);
 }
 
 StatusOr<BackendVolume> LvmBackend::Expand(const std::string& name, int64_t size_bytes,
@@ -220,17 +294,33 @@ StatusOr<BackendVolume> LvmBackend::Expand(const std::string& name, int64_t size
   RETURN_IF_ERROR(CheckName(name));
   RETURN_IF_ERROR(backend_util::CheckSize(Id(name), size_bytes));
   RETURN_IF_ERROR(backend_util::CheckOwnerUid(owner_uid));
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(LvRow row, FindVolumeRow(name));
   RETURN_IF_ERROR(backend_util::CheckOwner("expand", Object(name), row.owner_uid, owner_uid));
+  if (row.zero_from) {
+    // An earlier create or expand stopped before its zeroing was done.
+    lock.unlock();
+    RETURN_IF_ERROR(FinishZeroing(row));
+    row.zero_from.reset();
+    lock.lock();
+  }
   int64_t unit = row.extent_bytes > 0 ? row.extent_bytes : kSectorBytes;
   ASSIGN_OR_RETURN(int64_t target, backend_util::RoundUp(size_bytes, unit));
   ASSIGN_OR_RETURN(backend_util::Growth growth,
                    backend_util::PlanExpand(Id(name), row.size_bytes, target));
   if (growth == backend_util::Growth::kNone) return ToVolume(row);
+  if (thin_pool_.empty()) {
+    // The tag before the new extents exist: a crash right after lvextend
+    // still leaves them to be zeroed by the retry.
+    RETURN_IF_ERROR(exec_.RunOk(
+        Lvm({"lvchange", "--addtag", ZeroTag(row.size_bytes), "--", Id(name)}, kChangeTimeout)));
+  }
   RETURN_IF_ERROR(exec_.RunOk(
       Lvm({"lvextend", "--size", std::to_string(target) + "b", "--", Id(name)}, kChangeTimeout)));
   ASSIGN_OR_RETURN(LvRow grown, FindVolumeRow(name));
+  lock.unlock();
+  RETURN_IF_ERROR(FinishZeroing(grown));
+  grown.zero_from.reset();
   return ToVolume(grown);
 }
 
@@ -319,6 +409,12 @@ StatusOr<std::string> LvmBackend::Expose(const std::string& name, VolumeMode mod
   RETURN_IF_ERROR(backend_util::CheckMode(*this, mode));
   std::lock_guard<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(LvRow row, FindVolumeRow(name));
+  if (row.zero_from) {
+    return FailedPrecondition("volume " + Id(name) +
+                              " is not served yet: " + ToVolume(row).pending +
+                              " is pending (its create or expand did not finish); a retried "
+                              "CreateVolume or ExpandVolume finishes it");
+  }
   if (row.attr[kAttrState] != 'a') {
     RETURN_IF_ERROR(
         exec_.RunOk(Lvm({"lvchange", "--activate", "y", "--", Id(name)}, kChangeTimeout)));

@@ -8,6 +8,23 @@
 // never changed, so a request can never remove or resize what it did not make.
 // Ownership (backend.h) is an LV tag "pillar-csi.volume-uid.<uid>" (lvm
 // allows [A-Za-z0-9_+.-] in tags, which a UUID fits), added at lvcreate.
+//
+// Zeroing (linear LVs): the extents lvcreate or lvextend hands out may hold a
+// deleted volume's data, and lvcreate --zero clears only their first 4 KiB.
+// So every byte of a new LV, and every byte an expand adds, is zeroed
+// (blkdiscard --zeroout: BLKZEROOUT, write-zeroes where the device offers it)
+// before the volume is reported complete. The pending work is a tag
+// "pillar-csi.zero-from.<byte>": lvcreate adds it with the LV (byte 0), an
+// expand adds it (the old size) before lvextend; it advances after each
+// chunk and goes when the LV's end is reached. An LV carrying it reports
+// BackendVolume::pending, is never exposed, and a retried Create or Expand
+// finishes it, so a crash at any point never serves old data. Thin LVs read
+// zeros until written: no tag, nothing to do.
+//
+// Concurrency: mu_ covers the LV table (lvs, lvcreate, lvextend, lvremove)
+// but not a zeroing, which may take minutes; callers serialise operations on
+// one volume (AgentCore holds a lock per volume), so no other change of the
+// same LV can interleave with it.
 #pragma once
 
 #include <mutex>
@@ -63,12 +80,21 @@ class LvmBackend : public Backend {
     std::string pool_lv;
     int64_t extent_bytes = 0;
     std::string owner_uid;  // from the ownership tag; "" when untagged
+    // From the zeroing tag: bytes from here to the end are not zeroed yet.
+    std::optional<int64_t> zero_from;
   };
 
   // The ownership tag of a uid, and the uid in a row's lv_tags ("a,b,c"):
   // "" without one, INVALID_ARGUMENT for a malformed or second one.
   static std::string OwnerTag(const std::string& uid);
   static StatusOr<std::string> OwnerFromTags(const std::string& tags);
+  // The zeroing tag of a byte offset, and the offset in lv_tags: nullopt
+  // without one, INVALID_ARGUMENT for a malformed or second one.
+  static std::string ZeroTag(int64_t from);
+  static StatusOr<std::optional<int64_t>> ZeroFromTags(const std::string& tags);
+
+  // How much one blkdiscard call zeroes before the tag records the progress.
+  static constexpr int64_t kZeroChunkBytes = int64_t{4} << 30;
 
  private:
   Status CheckConfig() const;
@@ -87,6 +113,9 @@ class LvmBackend : public Backend {
   // The volume's row: NOT_FOUND when no LV has the name, FAILED_PRECONDITION
   // when one does but it is not a volume of this backend.
   StatusOr<LvRow> FindVolumeRow(const std::string& name);
+  // Zeroes row's LV from its zero_from to its end, chunk by chunk, then
+  // removes the tag. Runs without mu_ (see the header comment).
+  Status FinishZeroing(const LvRow& row);
 
   const std::string vg_;
   const std::string thin_pool_;

@@ -94,15 +94,19 @@ std::string Join(const std::vector<std::string>& parts, char sep) {
 // Whether a live entry carries exactly pillar's options: each of ours is
 // present and none of their opposites (nor another fsid) is.
 // `root_squash` nullopt: either squash mode matches (all_squash never does).
+// exportfs -v prints no_subtree_check when the check is off and nothing when
+// it is on, so subtree checking is the absence of no_subtree_check.
 bool OptionsMatch(const std::vector<std::string>& observed, const std::string& fsid_opt,
-                  std::optional<bool> root_squash) {
+                  std::optional<bool> root_squash, bool subtree_check) {
   std::set<std::string> have(observed.begin(), observed.end());
-  for (const char* want : {"rw", "sync", "no_subtree_check"}) {
+  for (const char* want : {"rw", "sync"}) {
     if (!have.count(want)) return false;
   }
-  for (const char* bad : {"ro", "async", "subtree_check", "all_squash"}) {
+  for (const char* bad : {"ro", "async", "all_squash"}) {
     if (have.count(bad)) return false;
   }
+  bool checks = !have.count("no_subtree_check");
+  if (checks != subtree_check) return false;
   // exportfs -v prints root_squash or no_root_squash; root_squash is knfsd's default.
   bool squashes = !have.count("no_root_squash");
   if (root_squash && *root_squash != squashes) return false;
@@ -125,14 +129,15 @@ std::vector<const ExportfsEntry*> EntriesOf(const std::vector<ExportfsEntry>& li
 }
 
 std::string RenderFile(const std::string& agent_volume_id, const std::string& path,
-                       const ExportParams& params, const std::set<std::string>& clients) {
+                       const ExportParams& params, const std::set<std::string>& clients,
+                       bool subtree_check) {
   std::string out = "# Managed by pillar-csi; exportfs -r restores this export. Do not edit.\n";
   out += std::string(kRecordTag) + "agent-volume-id=" + agent_volume_id + " path=" + path +
          " bind-address=" + params.bind_address + " port=" + std::to_string(params.port) + "\n";
   // No export line at all for an empty set: a path without clients in an
   // exports file means "everyone".
   if (clients.empty()) return out;
-  std::string opts = NfsExportOptions(agent_volume_id, params.root_squash);
+  std::string opts = NfsExportOptions(agent_volume_id, params.root_squash, subtree_check);
   out += path;
   for (const auto& c : clients) out += Cat(" ", c, "(", opts, ")");
   return out + "\n";
@@ -205,9 +210,32 @@ std::string NfsFsid(const std::string& agent_volume_id) {
   return out;
 }
 
-std::string NfsExportOptions(const std::string& agent_volume_id, bool root_squash) {
-  return std::string("rw,sync,no_subtree_check,") +
+std::string NfsExportOptions(const std::string& agent_volume_id, bool root_squash,
+                             bool subtree_check) {
+  return std::string("rw,sync,") + (subtree_check ? "subtree_check," : "no_subtree_check,") +
          (root_squash ? "root_squash" : "no_root_squash") + ",fsid=" + NfsFsid(agent_volume_id);
+}
+
+bool IsFilesystemRoot(const std::string& mountinfo, const std::string& path) {
+  // Fields: id parent major:minor root mount-point options ... (proc(5)).
+  // Our paths need no escaping, so an escaped mount point never equals one.
+  std::optional<std::string> root;
+  size_t start = 0;
+  while (start < mountinfo.size()) {
+    size_t nl = mountinfo.find('\n', start);
+    std::string line =
+        mountinfo.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
+    start = nl == std::string::npos ? mountinfo.size() : nl + 1;
+    std::vector<std::string> fields;
+    size_t pos = 0;
+    while (fields.size() < 5 && pos < line.size()) {
+      size_t sp = line.find(' ', pos);
+      fields.push_back(line.substr(pos, sp == std::string::npos ? std::string::npos : sp - pos));
+      pos = sp == std::string::npos ? line.size() : sp + 1;
+    }
+    if (fields.size() == 5 && fields[4] == path) root = fields[3];  // the last one is visible
+  }
+  return root && *root == "/";
 }
 
 Status ValidateExportPath(const std::string& field, const std::string& path) {
@@ -240,11 +268,18 @@ Status ValidateExportPath(const std::string& field, const std::string& path) {
   return Status::Ok();
 }
 
-NfsExporter::NfsExporter(Exec& exec, Fs& fs, std::string exports_dir, std::string nfsd_proc)
+NfsExporter::NfsExporter(Exec& exec, Fs& fs, std::string exports_dir, std::string nfsd_proc,
+                         std::string mountinfo)
     : exec_(exec),
       fs_(fs),
       exports_dir_(std::move(exports_dir)),
-      nfsd_proc_(std::move(nfsd_proc)) {}
+      nfsd_proc_(std::move(nfsd_proc)),
+      mountinfo_(std::move(mountinfo)) {}
+
+bool NfsExporter::NeedsSubtreeCheck(const std::string& path) const {
+  auto table = fs_.ReadFile(mountinfo_);
+  return !table.ok() || !IsFilesystemRoot(*table, path);
+}
 
 std::string NfsExporter::ExportsFile(const std::string& agent_volume_id) const {
   // TargetName("x", id) is "x:<escaped>"; the escaped part has no '/'.
@@ -346,6 +381,7 @@ ActualExport NfsExporter::Describe(const std::string& agent_volume_id, const std
                           " is missing: an nfs-server restart would drop this export"));
   }
   std::string fsid_opt = "fsid=" + NfsFsid(agent_volume_id);
+  bool subtree_check = NeedsSubtreeCheck(path);
   std::set<bool> squash_modes;
   for (const ExportfsEntry* e : EntriesOf(live, path)) {
     if (e->client == "*") {
@@ -356,9 +392,10 @@ ActualExport NfsExporter::Describe(const std::string& agent_volume_id, const std
     bool squashes =
         std::find(e->options.begin(), e->options.end(), "no_root_squash") == e->options.end();
     squash_modes.insert(squashes);
-    if (!OptionsMatch(e->options, fsid_opt, std::nullopt)) {
+    if (!OptionsMatch(e->options, fsid_opt, std::nullopt, subtree_check)) {
       a.drift.push_back(Cat("client ", e->client, " has options ", Join(e->options, ','),
-                            ", not pillar's ", NfsExportOptions(agent_volume_id, squashes)));
+                            ", not pillar's ",
+                            NfsExportOptions(agent_volume_id, squashes, subtree_check)));
     }
   }
   // Any client without squashing makes the export unsquashed: the weaker mode wins.
@@ -412,7 +449,8 @@ Status NfsExporter::Apply(const KernelExport& want, std::vector<std::string>* ch
   std::set<std::string> clients =
       want.params.acl_enabled ? want.allowed_hosts : std::set<std::string>{"*"};
   std::string file = ExportsFile(id);
-  std::string content = RenderFile(id, path, want.params, clients);
+  bool subtree_check = NeedsSubtreeCheck(path);
+  std::string content = RenderFile(id, path, want.params, clients, subtree_check);
   auto existing = fs_.ReadFile(file);
   if (!existing.ok() && existing.status().code() != Code::kNotFound) {
     return Internal("nfs exports file " + file + " cannot be read: " + existing.status().message());
@@ -445,11 +483,12 @@ Status NfsExporter::Apply(const KernelExport& want, std::vector<std::string>* ch
       have[e->client] = e;
     }
   }
-  std::string opts = NfsExportOptions(id, want.params.root_squash);
+  std::string opts = NfsExportOptions(id, want.params.root_squash, subtree_check);
   std::string fsid_opt = "fsid=" + NfsFsid(id);
   for (const auto& client : clients) {
     auto it = have.find(client);
-    if (it != have.end() && OptionsMatch(it->second->options, fsid_opt, want.params.root_squash)) {
+    if (it != have.end() &&
+        OptionsMatch(it->second->options, fsid_opt, want.params.root_squash, subtree_check)) {
       continue;
     }
     RETURN_IF_ERROR(exec_.RunOk(

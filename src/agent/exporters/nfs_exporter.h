@@ -36,8 +36,29 @@ struct ExportfsEntry {
 StatusOr<std::vector<ExportfsEntry>> ParseExportfsVerbose(const std::string& text);
 
 // The export options pillar sets, fsid included (see NfsFsid): root_squash
-// unless the volume's intent opts out (nfsRootSquash: "false").
-std::string NfsExportOptions(const std::string& agent_volume_id, bool root_squash = true);
+// unless the volume's intent opts out (nfsRootSquash: "false"), and
+// subtree_check unless the directory is the root of its own file system
+// (see IsFilesystemRoot).
+//
+// Why subtree_check: knfsd's file handle names the export (fsid) and an
+// inode of its file system; with no_subtree_check it serves any inode of
+// that file system a client names, so a client allowed on one directory can
+// forge a handle (inode and generation of a file elsewhere) and read another
+// volume of the same file system. With subtree_check knfsd accepts a handle
+// only when the inode is reached from the export's root directory
+// (nfsd_acceptable in fs/nfsd/nfsfh.c), so file-pool directories are safe.
+// A file system exported at its root (a ZFS dataset) holds nothing outside
+// the export, and no_subtree_check spares its clients the ESTALE the check
+// gives a file renamed to another directory while it is open.
+std::string NfsExportOptions(const std::string& agent_volume_id, bool root_squash = true,
+                             bool subtree_check = true);
+
+// Whether `path` is the root of a file system according to `mountinfo` (the
+// text of /proc/self/mountinfo): the mount last made at exactly `path` mounts
+// its file system's own root ("/"). A bind mount of a subdirectory, a
+// directory inside a mount, or anything unreadable is not: only then may an
+// export go without subtree checking.
+bool IsFilesystemRoot(const std::string& mountinfo, const std::string& path);
 
 // A stable fsid for the volume: a UUID from the 128-bit FNV-1a hash of the
 // agent volume id. knfsd otherwise derives the fsid from the device number or
@@ -55,7 +76,8 @@ Status ValidateExportPath(const std::string& field, const std::string& path);
 class NfsExporter : public Exporter {
  public:
   NfsExporter(Exec& exec, Fs& fs, std::string exports_dir = "/etc/exports.d",
-              std::string nfsd_proc = "/proc/fs/nfsd");
+              std::string nfsd_proc = "/proc/fs/nfsd",
+              std::string mountinfo = "/proc/self/mountinfo");
 
   Protocol protocol() const override { return Protocol::kNfs; }
 
@@ -103,11 +125,16 @@ class NfsExporter : public Exporter {
                         const std::optional<Record>& record,
                         const std::vector<ExportfsEntry>& live) const;
   Status Unexport(const std::string& client, const std::string& path, bool absent_ok);
+  // Whether the export of `path` is to check subtrees: true unless the
+  // mount table says `path` is a file system's root (also when it cannot be
+  // read: the check is always safe, its absence is not).
+  bool NeedsSubtreeCheck(const std::string& path) const;
 
   Exec& exec_;
   Fs& fs_;
   std::string exports_dir_;
   std::string nfsd_proc_;
+  std::string mountinfo_;
 };
 
 }  // namespace pillar::agent

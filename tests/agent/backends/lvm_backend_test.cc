@@ -3,6 +3,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <future>
+#include <map>
+#include <mutex>
+
 #include "agent/backends/backend_test_util.h"
 #include "common/fake_exec.h"
 
@@ -136,7 +141,7 @@ TEST_F(LvmBackendTest, CreateLinearWipesAndReportsTheRealSize) {
                   // byte sizes must be whole sectors for lvcreate
                   "lvcreate --yes --wipesignatures y --zero y --type linear --size "
                   "1073742336b --addtag pillar-csi.volume-uid.11111111-2222-4333-8444-555555555555 "
-                  "--name new -- vg0",
+                  "--addtag pillar-csi.zero-from.0 --name new -- vg0",
                   kLvsCmd));
 }
 
@@ -205,11 +210,13 @@ TEST_F(LvmBackendTest, ExpandRoundsToExtentsAndNeverShrinks) {
   EXPECT_THAT(exec_.CallLines(), ElementsAre(kLvsCmd, kLvsCmd));
 
   exec_.ClearCalls();
+  exec_.OnOutput({"lvchange"}, "");
   auto grown = b->Expand("vol-1", kGiB + 1, kOwner);
   ASSERT_TRUE(grown.ok()) << grown.status().ToString();
   EXPECT_EQ(grown->size_bytes, kGiB + 4 * kMiB);
   EXPECT_THAT(exec_.CallLines(),
-              ElementsAre(kLvsCmd, "lvextend --size 1077936128b -- vg0/vol-1", kLvsCmd));
+              ElementsAre(kLvsCmd, "lvchange --addtag pillar-csi.zero-from.1073741824 -- vg0/vol-1",
+                          "lvextend --size 1077936128b -- vg0/vol-1", kLvsCmd));
 }
 
 TEST_F(LvmBackendTest, ExpandRefusesMissingAndForeignLvs) {
@@ -432,6 +439,284 @@ TEST_F(LvmBackendTest, ExposeActivatesAnInactiveLvOnly) {
   EXPECT_THAT(exec_.CallLines(), ElementsAre(kLvsCmd, kLvsCmd));
   EXPECT_TRUE(Linear()->Unexpose("vol-1").ok());
   EXPECT_EQ(exec_.calls().size(), 2u);  // Unexpose leaves activation alone
+}
+
+// Issue 22 item 7: lvm2 as far as zeroing is concerned. LVs with their
+// size, state and tags; lvcreate, lvextend, lvchange --addtag/--deltag/
+// --activate, lvremove and blkdiscard change or record them. Extents are
+// 4 MiB as in FullVg. `fail_blkdiscard_at` makes the n-th blkdiscard (from
+// 1) fail like a crash or timeout in the middle of a zeroing.
+class SimLvm {
+ public:
+  struct Lv {
+    int64_t size = 0;
+    bool active = true;
+    std::vector<std::string> tags;
+  };
+
+  explicit SimLvm(testing::FakeExec& exec) {
+    exec.On({"lvs"}, [this](const Command&) -> StatusOr<ExecResult> {
+      std::lock_guard<std::mutex> lock(mu_);
+      std::vector<std::string> rows;
+      for (const auto& [name, lv] : lvs_) {
+        std::string tags;
+        for (const auto& t : lv.tags) tags += (tags.empty() ? "" : ",") + t;
+        rows.push_back(LvRow(name, lv.size, lv.active ? "-wi-a-----" : "-wi-------", "", tags));
+      }
+      return ExecResult{0, Lvs(rows), ""};
+    });
+    exec.On({"lvcreate"}, [this](const Command& c) -> StatusOr<ExecResult> {
+      std::lock_guard<std::mutex> lock(mu_);
+      Lv lv;
+      std::string name;
+      for (size_t i = 1; i + 1 < c.argv.size(); ++i) {
+        if (c.argv[i] == "--size") lv.size = Extents(std::stoll(c.argv[i + 1]));
+        if (c.argv[i] == "--addtag") lv.tags.push_back(c.argv[i + 1]);
+        if (c.argv[i] == "--name") name = c.argv[i + 1];
+      }
+      lvs_[name] = lv;
+      return ExecResult{0, "", ""};
+    });
+    exec.On({"lvextend"}, [this](const Command& c) -> StatusOr<ExecResult> {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (fail_lvextend) return ExecResult{5, "", "  simulated failure\n"};
+      lvs_.at(Name(c)).size = Extents(std::stoll(c.argv.at(2)));
+      return ExecResult{0, "", ""};
+    });
+    exec.On({"lvchange"}, [this](const Command& c) -> StatusOr<ExecResult> {
+      std::lock_guard<std::mutex> lock(mu_);
+      Lv& lv = lvs_.at(Name(c));
+      for (size_t i = 1; i + 1 < c.argv.size(); ++i) {
+        if (c.argv[i] == "--deltag") std::erase(lv.tags, c.argv[i + 1]);
+        if (c.argv[i] == "--addtag") lv.tags.push_back(c.argv[i + 1]);
+        if (c.argv[i] == "--activate") lv.active = true;
+      }
+      return ExecResult{0, "", ""};
+    });
+    exec.On({"blkdiscard"}, [this](const Command& c) -> StatusOr<ExecResult> {
+      if (during_blkdiscard) during_blkdiscard();
+      std::lock_guard<std::mutex> lock(mu_);
+      if (++blkdiscards == fail_blkdiscard_at) return ExecResult{1, "", "  simulated crash\n"};
+      zeroed.push_back({std::stoll(c.argv.at(4)), std::stoll(c.argv.at(6))});
+      return ExecResult{0, "", ""};
+    });
+  }
+
+  void Add(const std::string& name, int64_t size, std::vector<std::string> tags,
+           bool active = true) {
+    lvs_[name] = Lv{size, active, std::move(tags)};
+  }
+  const Lv& Get(const std::string& name) { return lvs_.at(name); }
+
+  std::vector<std::pair<int64_t, int64_t>> zeroed;  // (offset, length) per blkdiscard
+  int blkdiscards = 0;
+  int fail_blkdiscard_at = 0;
+  bool fail_lvextend = false;
+  std::function<void()> during_blkdiscard;
+
+ private:
+  static int64_t Extents(int64_t bytes) { return (bytes + 4 * kMiB - 1) / (4 * kMiB) * (4 * kMiB); }
+  static std::string Name(const Command& c) {
+    std::string id = c.argv.back();
+    return id.substr(id.find('/') + 1);
+  }
+  std::mutex mu_;
+  std::map<std::string, Lv> lvs_;
+};
+
+const std::string kOwnerTag = std::string("pillar-csi.volume-uid.") + kOwner;
+
+TEST_F(LvmBackendTest, ZeroingTagsAreParsedStrictly) {
+  EXPECT_EQ(LvmBackend::ZeroTag(4096), "pillar-csi.zero-from.4096");
+  EXPECT_EQ(*LvmBackend::ZeroFromTags(""), std::nullopt);
+  EXPECT_EQ(*LvmBackend::ZeroFromTags("a," + kOwnerTag), std::nullopt);
+  EXPECT_EQ(*LvmBackend::ZeroFromTags(kOwnerTag + ",pillar-csi.zero-from.0"), 0);
+  EXPECT_EQ(*LvmBackend::ZeroFromTags("pillar-csi.zero-from.1073741824,b"), kGiB);
+  EXPECT_FALSE(LvmBackend::ZeroFromTags("pillar-csi.zero-from.").ok());
+  EXPECT_FALSE(LvmBackend::ZeroFromTags("pillar-csi.zero-from.-1").ok());
+  EXPECT_FALSE(LvmBackend::ZeroFromTags("pillar-csi.zero-from.0,pillar-csi.zero-from.4096").ok());
+  // A report with a bad tag is refused as a whole: never "complete".
+  exec_.OnOutput({"lvs"}, Lvs({LvRow("v", kGiB, "-wi-a-----", "", "pillar-csi.zero-from.x")}));
+  EXPECT_EQ(Linear()->Get("v").status().code(), Code::kInternal);
+}
+
+// lvcreate --zero y clears 4 KiB; the rest of the extents may hold a deleted
+// volume's data. The LV is born tagged, zeroed whole, then untagged.
+TEST_F(LvmBackendTest, CreateLinearZeroesTheWholeLvBeforeItIsComplete) {
+  SimLvm lvm(exec_);
+  auto vol = Linear()->Create("new", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt);
+  ASSERT_TRUE(vol.ok()) << vol.status().ToString();
+  EXPECT_EQ(vol->pending, "");
+  EXPECT_THAT(
+      exec_.CallLines(),
+      ElementsAre(kLvsCmd,
+                  "lvcreate --yes --wipesignatures y --zero y --type linear --size 1073741824b "
+                  "--addtag " +
+                      kOwnerTag + " --addtag pillar-csi.zero-from.0 --name new -- vg0",
+                  kLvsCmd,
+                  "blkdiscard --zeroout --force --offset 0 --length 1073741824 -- /dev/vg0/new",
+                  "lvchange --deltag pillar-csi.zero-from.0 -- vg0/new"));
+  EXPECT_THAT(lvm.Get("new").tags, ElementsAre(kOwnerTag));
+  auto got = Linear()->Get("new");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->pending, "");
+}
+
+// Each chunk's progress is recorded in the tag, so a crash costs at most one
+// chunk; a crash leaves a volume that is reported pending, is never exposed,
+// and that a retried Create finishes from where it stopped.
+TEST_F(LvmBackendTest, AnInterruptedZeroingIsReportedNeverExposedAndFinishedByARetry) {
+  SimLvm lvm(exec_);
+  lvm.fail_blkdiscard_at = 2;
+  const int64_t chunk = LvmBackend::kZeroChunkBytes;
+  const int64_t size = 2 * chunk + kGiB;
+  auto b = Linear();
+  auto first = b->Create("big", size, VolumeMode::kBlock, {}, kOwner, std::nullopt);
+  ASSERT_FALSE(first.ok());
+  EXPECT_THAT(first.status().message(), HasSubstr("simulated crash"));
+  EXPECT_THAT(lvm.Get("big").tags,
+              ElementsAre(kOwnerTag, "pillar-csi.zero-from." + std::to_string(chunk)));
+
+  auto got = b->Get("big");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->pending, "zeroing from byte " + std::to_string(chunk));
+  auto list = b->List();
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].pending, got->pending);
+  exec_.ClearCalls();
+  auto exposed = b->Expose("big", VolumeMode::kBlock);
+  EXPECT_EQ(exposed.status().code(), Code::kFailedPrecondition);
+  EXPECT_THAT(exposed.status().message(), HasSubstr("zeroing from byte"));
+  EXPECT_THAT(exec_.CallLines(), ElementsAre(kLvsCmd));  // not even activated
+
+  exec_.ClearCalls();
+  auto retry = b->Create("big", size, VolumeMode::kBlock, {}, kOwner, std::nullopt);
+  ASSERT_TRUE(retry.ok()) << retry.status().ToString();
+  EXPECT_EQ(retry->pending, "");
+  const std::string c1 = std::to_string(chunk), c2 = std::to_string(2 * chunk);
+  EXPECT_THAT(
+      exec_.CallLines(),
+      ElementsAre(
+          kLvsCmd,
+          "blkdiscard --zeroout --force --offset " + c1 + " --length " + c1 + " -- /dev/vg0/big",
+          "lvchange --deltag pillar-csi.zero-from." + c1 + " --addtag pillar-csi.zero-from." + c2 +
+              " -- vg0/big",
+          "blkdiscard --zeroout --force --offset " + c2 + " --length 1073741824 -- /dev/vg0/big",
+          "lvchange --deltag pillar-csi.zero-from." + c2 + " -- vg0/big"));
+  // Every byte was zeroed once, in order.
+  EXPECT_THAT(lvm.zeroed, ElementsAre(std::pair{int64_t{0}, chunk}, std::pair{chunk, chunk},
+                                      std::pair{2 * chunk, kGiB}));
+  EXPECT_THAT(lvm.Get("big").tags, ElementsAre(kOwnerTag));
+  EXPECT_EQ(*b->Expose("big", VolumeMode::kBlock), "/dev/vg0/big");
+}
+
+// A create that stopped before its LV was active (a reboot) activates it
+// before zeroing.
+TEST_F(LvmBackendTest, ARetryActivatesAnInactivePendingLvBeforeZeroing) {
+  SimLvm lvm(exec_);
+  lvm.Add("v", kGiB, {kOwnerTag, LvmBackend::ZeroTag(0)}, /*active=*/false);
+  auto vol = Linear()->Create("v", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt);
+  ASSERT_TRUE(vol.ok()) << vol.status().ToString();
+  EXPECT_THAT(exec_.CallLines(),
+              ElementsAre(kLvsCmd, "lvchange --activate y -- vg0/v",
+                          "blkdiscard --zeroout --force --offset 0 --length 1073741824 -- "
+                          "/dev/vg0/v",
+                          "lvchange --deltag pillar-csi.zero-from.0 -- vg0/v"));
+}
+
+// lvextend hands out extents as they are: the tag goes on before them, and
+// only the added bytes are zeroed (the tenant's data stays).
+TEST_F(LvmBackendTest, ExpandZeroesOnlyTheAddedExtents) {
+  SimLvm lvm(exec_);
+  lvm.Add("v", kGiB, {kOwnerTag});
+  auto grown = Linear()->Expand("v", 2 * kGiB, kOwner);
+  ASSERT_TRUE(grown.ok()) << grown.status().ToString();
+  EXPECT_EQ(grown->size_bytes, 2 * kGiB);
+  EXPECT_EQ(grown->pending, "");
+  EXPECT_THAT(exec_.CallLines(),
+              ElementsAre(kLvsCmd, "lvchange --addtag pillar-csi.zero-from.1073741824 -- vg0/v",
+                          "lvextend --size 2147483648b -- vg0/v", kLvsCmd,
+                          "blkdiscard --zeroout --force --offset 1073741824 --length 1073741824 "
+                          "-- /dev/vg0/v",
+                          "lvchange --deltag pillar-csi.zero-from.1073741824 -- vg0/v"));
+  EXPECT_THAT(lvm.Get("v").tags, ElementsAre(kOwnerTag));
+}
+
+// A crash after lvextend: the new extents are pending, never exposed, and
+// the retried Expand (same size: no growth left) zeroes them.
+TEST_F(LvmBackendTest, ARetriedExpandFinishesTheZeroingOfTheAddedExtents) {
+  SimLvm lvm(exec_);
+  lvm.Add("v", kGiB, {kOwnerTag});
+  lvm.fail_blkdiscard_at = 1;
+  auto b = Linear();
+  ASSERT_FALSE(b->Expand("v", 2 * kGiB, kOwner).ok());
+  EXPECT_EQ(lvm.Get("v").size, 2 * kGiB);
+  EXPECT_EQ(b->Get("v")->pending, "zeroing from byte 1073741824");
+  EXPECT_EQ(b->Expose("v", VolumeMode::kBlock).status().code(), Code::kFailedPrecondition);
+  exec_.ClearCalls();
+  auto retry = b->Expand("v", 2 * kGiB, kOwner);
+  ASSERT_TRUE(retry.ok()) << retry.status().ToString();
+  EXPECT_EQ(retry->pending, "");
+  EXPECT_THAT(exec_.CallLines(),
+              ElementsAre(kLvsCmd,
+                          "blkdiscard --zeroout --force --offset 1073741824 --length 1073741824 "
+                          "-- /dev/vg0/v",
+                          "lvchange --deltag pillar-csi.zero-from.1073741824 -- vg0/v"));
+  EXPECT_THAT(lvm.zeroed, ElementsAre(std::pair{kGiB, kGiB}));
+  EXPECT_TRUE(b->Expose("v", VolumeMode::kBlock).ok());
+}
+
+// A crash between the tag and lvextend: nothing to zero, the tag goes, and
+// the retry extends (and zeroes) as the first attempt would have.
+TEST_F(LvmBackendTest, ARetriedExpandAfterAFailedLvextendStartsOver) {
+  SimLvm lvm(exec_);
+  lvm.Add("v", kGiB, {kOwnerTag});
+  lvm.fail_lvextend = true;
+  auto b = Linear();
+  ASSERT_FALSE(b->Expand("v", 2 * kGiB, kOwner).ok());
+  EXPECT_EQ(b->Get("v")->pending, "zeroing from byte 1073741824");
+  lvm.fail_lvextend = false;
+  exec_.ClearCalls();
+  auto retry = b->Expand("v", 2 * kGiB, kOwner);
+  ASSERT_TRUE(retry.ok()) << retry.status().ToString();
+  EXPECT_THAT(exec_.CallLines(),
+              ElementsAre(kLvsCmd, "lvchange --deltag pillar-csi.zero-from.1073741824 -- vg0/v",
+                          "lvchange --addtag pillar-csi.zero-from.1073741824 -- vg0/v",
+                          "lvextend --size 2147483648b -- vg0/v", kLvsCmd,
+                          "blkdiscard --zeroout --force --offset 1073741824 --length 1073741824 "
+                          "-- /dev/vg0/v",
+                          "lvchange --deltag pillar-csi.zero-from.1073741824 -- vg0/v"));
+  EXPECT_THAT(lvm.Get("v").tags, ElementsAre(kOwnerTag));
+}
+
+// Thin LVs read zeros until written: no tag, no zeroing.
+TEST_F(LvmBackendTest, ThinVolumesAreNeverZeroed) {
+  OnLvsChangingAfter(
+      "lvextend", Lvs({LvRow("tp", 10 * kGiB, "twi-aotz--"), LvRow("t", kGiB, "Vwi-a-tz--", "tp")}),
+      Lvs({LvRow("tp", 10 * kGiB, "twi-aotz--"), LvRow("t", 2 * kGiB, "Vwi-a-tz--", "tp")}));
+  auto grown = Thin()->Expand("t", 2 * kGiB, kOwner);
+  ASSERT_TRUE(grown.ok()) << grown.status().ToString();
+  EXPECT_THAT(exec_.CallLines(),
+              ElementsAre(kLvsCmd, "lvextend --size 2147483648b -- vg0/t", kLvsCmd));
+}
+
+// The zeroing runs without the backend's pool-wide lock (AgentCore already
+// serialises one volume's operations): another volume is served meanwhile.
+TEST_F(LvmBackendTest, AZeroingDoesNotHoldUpOtherVolumes) {
+  SimLvm lvm(exec_);
+  lvm.Add("other", kGiB, {kOwnerTag});
+  auto b = Linear();
+  bool served_meanwhile = false;
+  // Outlives the handler: should the lock be held, the Expose finishes once
+  // Create returns, and the test fails instead of hanging.
+  std::future<StatusOr<std::string>> other;
+  lvm.during_blkdiscard = [&] {
+    other = std::async(std::launch::async, [&] { return b->Expose("other", VolumeMode::kBlock); });
+    served_meanwhile = other.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+  };
+  ASSERT_TRUE(b->Create("new", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
+  EXPECT_TRUE(served_meanwhile);
 }
 
 }  // namespace

@@ -19,6 +19,7 @@ using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 
 // Captured from nfs-utils 2.6.2 (Debian 12) `exportfs -v` after a series of
 // `exportfs -o` calls: paths longer than 14 characters put the client on the
@@ -116,9 +117,38 @@ TEST(NfsFsidTest, StableUuidPerVolume) {
   EXPECT_NE(NfsFsid("tank/pvc-1"), NfsFsid("tank/pvc-2"));
   EXPECT_TRUE(validate::Uuid("fsid", NfsFsid("vg0/lv.a-b")).ok());
   EXPECT_EQ(NfsExportOptions("tank/pvc-1"),
-            "rw,sync,no_subtree_check,root_squash,fsid=ca80c14c-32e7-8253-9950-efcecbfe6e5f");
+            "rw,sync,subtree_check,root_squash,fsid=ca80c14c-32e7-8253-9950-efcecbfe6e5f");
   EXPECT_EQ(NfsExportOptions("tank/pvc-1", /*root_squash=*/false),
-            "rw,sync,no_subtree_check,no_root_squash,fsid=ca80c14c-32e7-8253-9950-efcecbfe6e5f");
+            "rw,sync,subtree_check,no_root_squash,fsid=ca80c14c-32e7-8253-9950-efcecbfe6e5f");
+  EXPECT_EQ(NfsExportOptions("tank/pvc-1", /*root_squash=*/true, /*subtree_check=*/false),
+            "rw,sync,no_subtree_check,root_squash,fsid=ca80c14c-32e7-8253-9950-efcecbfe6e5f");
+}
+
+// /proc/self/mountinfo of a storage node: / on ext4, a ZFS dataset at its
+// root, a bind mount of a subdirectory, and a mount point with an escape.
+constexpr const char* kMountInfo =
+    "22 1 254:1 / / rw,relatime shared:1 - ext4 /dev/vda rw\n"
+    "40 22 0:45 / /tank/pvc-2 rw shared:20 - zfs tank/pvc-2 rw,xattr,noacl\n"
+    "41 22 254:1 /srv/pool/a /mnt/a rw,relatime shared:1 - ext4 /dev/vda rw\n"
+    "42 22 0:46 / /srv/with\\040space rw - tmpfs tmpfs rw\n"
+    "43 22 0:47 / /mnt/stacked rw - tmpfs tmpfs rw\n"
+    "44 43 254:1 /srv /mnt/stacked rw - ext4 /dev/vda rw\n"
+    "45 22 0:48 / /mnt/ok-again rw - tmpfs tmpfs rw\n";
+
+TEST(IsFilesystemRootTest, OnlyTheVisibleMountOfAFileSystemsOwnRoot) {
+  EXPECT_TRUE(IsFilesystemRoot(kMountInfo, "/tank/pvc-2"));  // a dataset, exported at its root
+  EXPECT_TRUE(IsFilesystemRoot(kMountInfo, "/"));
+  EXPECT_TRUE(IsFilesystemRoot(kMountInfo, "/mnt/ok-again"));
+  // A directory inside a file system: the escape subtree_check closes.
+  EXPECT_FALSE(IsFilesystemRoot(kMountInfo, "/srv/pool/a"));
+  EXPECT_FALSE(IsFilesystemRoot(kMountInfo, "/tank/pvc-2/sub"));
+  // A bind mount of a subdirectory is a mount point but not a root.
+  EXPECT_FALSE(IsFilesystemRoot(kMountInfo, "/mnt/a"));
+  // The mount made last is the one knfsd sees.
+  EXPECT_FALSE(IsFilesystemRoot(kMountInfo, "/mnt/stacked"));
+  EXPECT_FALSE(IsFilesystemRoot(kMountInfo, "/srv/with"));
+  EXPECT_FALSE(IsFilesystemRoot("", "/tank/pvc-2"));
+  EXPECT_FALSE(IsFilesystemRoot("garbage\n40 22 0:45 /\n", "/tank/pvc-2"));
 }
 
 TEST(ValidateExportPathTest, AcceptsPlainAbsoluteDirectoriesOnly) {
@@ -186,11 +216,16 @@ class SimExportfs {
   }
 
   // How nfs-utils prints the options pillar passes.
+  // (Subtree checking shows as the absence of no_subtree_check.)
   static std::string Printed(const std::string& given) {
     std::string fsid = given.substr(given.find("fsid="));
-    for (std::string mode : {"root_squash", "no_root_squash"}) {
-      if (given.rfind("rw,sync,no_subtree_check," + mode + ",", 0) != 0) continue;
-      return "sync,wdelay,hide,no_subtree_check," + fsid + ",sec=sys,rw," + mode + ",no_all_squash";
+    for (std::string check : {"subtree_check", "no_subtree_check"}) {
+      for (std::string mode : {"root_squash", "no_root_squash"}) {
+        if (given.rfind("rw,sync," + check + "," + mode + ",", 0) != 0) continue;
+        return std::string("sync,wdelay,hide,") +
+               (check == "no_subtree_check" ? "no_subtree_check," : "") + fsid + ",sec=sys,rw," +
+               mode + ",no_all_squash";
+      }
     }
     return given;
   }
@@ -289,7 +324,7 @@ class NfsExporterTest : public ::testing::Test {
   CountingFs fs_;
   FakeExec exec_;
   SimExportfs table_{exec_};
-  NfsExporter exporter_{exec_, fs_, ExportsDir(), dir_.Sub("nfsd")};
+  NfsExporter exporter_{exec_, fs_, ExportsDir(), dir_.Sub("nfsd"), dir_.Sub("mountinfo")};
 };
 
 TEST_F(NfsExporterTest, ApplyCreatesFileThenExportsEachClient) {
@@ -679,6 +714,65 @@ TEST_F(NfsExporterTest, AClientWithoutSquashingMakesTheExportUnsquashedAndIsDrif
   EXPECT_THAT((*got)->drift, Contains("clients differ in root squashing"));
   ASSERT_TRUE(exporter_.Apply(Want({"10.0.0.1", "10.0.0.2"}), nullptr).ok());
   EXPECT_EQ(table_.ClientsOf(Path()).at("10.0.0.2"), Printed());
+}
+
+// Issue 22 item 6: a file-pool volume is a directory of a shared file system;
+// without subtree checking a client forges handles for the others' files.
+TEST_F(NfsExporterTest, ADirectoryInsideAFileSystemIsExportedWithSubtreeChecking) {
+  std::vector<std::string> changes;
+  ASSERT_TRUE(exporter_.Apply(Want({"10.0.0.1"}), &changes).ok());
+  std::string checked = NfsExportOptions(kVol, true, /*subtree_check=*/true);
+  EXPECT_THAT(exec_.CallLines(), Contains("exportfs -o " + checked + " 10.0.0.1:" + Path()));
+  EXPECT_EQ(*fs_.ReadFile(File()), Content("10.0.0.1(" + checked + ")"));
+  EXPECT_THAT(table_.ClientsOf(Path()).at("10.0.0.1"), Not(HasSubstr("no_subtree_check")));
+  auto got = exporter_.Get(kVol);
+  ASSERT_TRUE(got.ok() && *got);
+  EXPECT_THAT((*got)->drift, IsEmpty());
+}
+
+// An export pillar made before (no_subtree_check) is drift: the reconciler's
+// next pass re-exports it checked, without a restart.
+TEST_F(NfsExporterTest, AnUncheckedExportOfADirectoryIsDriftAndIsReExportedChecked) {
+  ASSERT_TRUE(exporter_.Apply(Want({"10.0.0.1"}), nullptr).ok());
+  std::string unchecked = SimExportfs::Printed(NfsExportOptions(kVol, true, false));
+  table_.Set(Path(), "10.0.0.1", unchecked);
+  auto got = exporter_.Get(kVol);
+  ASSERT_TRUE(got.ok() && *got);
+  ASSERT_EQ((*got)->drift.size(), 1u);
+  EXPECT_THAT((*got)->drift[0], HasSubstr("not pillar's " + NfsExportOptions(kVol)));
+  exec_.ClearCalls();
+  std::vector<std::string> changes;
+  ASSERT_TRUE(exporter_.Apply(Want({"10.0.0.1"}), &changes).ok());
+  EXPECT_THAT(exec_.CallLines(),
+              ElementsAre("exportfs -v", "exportfs -o " + Opts() + " 10.0.0.1:" + Path()));
+  EXPECT_THAT(changes, Contains(HasSubstr("re-exported to 10.0.0.1")));
+  EXPECT_EQ(table_.ClientsOf(Path()).at("10.0.0.1"), Printed());
+}
+
+// A file system exported at its own root (a ZFS dataset) holds nothing
+// outside the export: no subtree checking, and that is no drift either.
+TEST_F(NfsExporterTest, AFileSystemRootIsExportedWithoutSubtreeChecking) {
+  ASSERT_TRUE(fs_.WriteFileAtomic(dir_.Sub("mountinfo"),
+                                  "22 1 254:1 / / rw - ext4 /dev/vda rw\n"
+                                  "40 22 0:45 / " +
+                                      Path() + " rw - zfs tank/pvc-1 rw\n")
+                  .ok());
+  ASSERT_TRUE(exporter_.Apply(Want({"10.0.0.1"}), nullptr).ok());
+  std::string unchecked = NfsExportOptions(kVol, true, /*subtree_check=*/false);
+  EXPECT_THAT(exec_.CallLines(), Contains("exportfs -o " + unchecked + " 10.0.0.1:" + Path()));
+  EXPECT_EQ(*fs_.ReadFile(File()), Content("10.0.0.1(" + unchecked + ")"));
+  auto got = exporter_.Get(kVol);
+  ASSERT_TRUE(got.ok() && *got);
+  EXPECT_THAT((*got)->drift, IsEmpty());
+  // The same directory once the dataset is unmounted is a plain directory of
+  // the parent file system: checked again.
+  ASSERT_TRUE(
+      fs_.WriteFileAtomic(dir_.Sub("mountinfo"), "22 1 254:1 / / rw - ext4 /dev/vda rw\n").ok());
+  got = exporter_.Get(kVol);
+  ASSERT_TRUE(got.ok() && *got);
+  EXPECT_EQ((*got)->drift.size(), 1u);
+  ASSERT_TRUE(exporter_.Apply(Want({"10.0.0.1"}), nullptr).ok());
+  EXPECT_EQ(table_.ClientsOf(Path()).at("10.0.0.1"), Printed());
 }
 
 }  // namespace
