@@ -71,7 +71,10 @@ run_stage() {
   if [[ "$line" =~ ^[a-z0-9-]+:\ ([0-9]+)\ [a-z]+,\ ([0-9]+)\ [a-z]+$ ]]; then
     p=${BASH_REMATCH[1]} f=${BASH_REMATCH[2]}
     if ((rc != 0 && f == 0)); then
-      f=1 note=" (exit $rc although no failure was counted: counted as 1 failure)"
+      # Say why, when the stage said it (mutants: "N invalid, M stale").
+      local why
+      why=$(grep -E "^$name: [0-9]+ invalid, [0-9]+ stale" "$logs/$name.log" | tail -1 || true)
+      f=1 note=" (exit $rc although no failure was counted${why:+: ${why#"$name: "}}: counted as 1 failure)"
     fi
   else
     p=0 f=1 note=" (exit $rc without a \"$name: N passed, M failed\" line: counted as 1 failure)"
