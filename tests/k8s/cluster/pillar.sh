@@ -24,7 +24,6 @@ fi
 # ---- certificates, as the README and NOTES say --------------------------------
 kubectl create namespace "$NS" >/dev/null
 kubectl label node storage pillar-csi.bhyoo.com/storage-node=true >/dev/null
-kubectl label node consumer-a consumer-b pillar-csi.bhyoo.com/consumer=true >/dev/null
 pki=$W/pki-pillar
 registry_host=pillar-controller.$NS.svc
 if "$PILLARCTL" certs ca --out "$pki/ca" >/dev/null &&
@@ -95,19 +94,24 @@ else
   fail "the agent pod Ready" "$(kubectl -n "$NS" logs -l app.kubernetes.io/component=agent --tail=20 2>&1)"
 fi
 
-# No cluster DNS and no kube-proxy here: the node plugins (host network) find
-# the registry's Service name in their node's /etc/hosts, which names the
-# controller pod's IP; a pod started after that line exists reads it.
+# No cluster DNS and no kube-proxy here: the node plugins (host network)
+# cannot resolve the registry's Service name. The chart's registry.address
+# points them at the controller pod's IP instead (the registry certificate
+# still names the Service: --registry-tls-server-name). The consumers get
+# their label only now, so each node plugin starts once, with that address.
 ctl_ip=$(kubectl -n "$NS" get pods -l app.kubernetes.io/component=controller -o jsonpath='{.items[0].status.podIP}')
-for n in consumer-a consumer-b; do
-  vm_exec "$n" bash -c 'echo "$1 $2" >>/etc/hosts' bash "$ctl_ip" "$registry_host"
-done
-kubectl -n "$NS" rollout restart ds/pillar-node >/dev/null
-kubectl -n "$NS" rollout status ds/pillar-node --timeout=600s >/dev/null 2>&1
-if took=$(wait_for 300 ready_pods app.kubernetes.io/component=node 2); then
-  ok "the node plugin on both consumers, registered with their kubelets"
+if helm upgrade pillar "$root/charts/pillar" --namespace "$NS" -f "$W/values.yaml" \
+  --set "registry.address=$ctl_ip:9600" >"$W/logs/helm-upgrade.log" 2>&1; then
+  ok "helm upgrade: registry.address=$ctl_ip:9600 (the controller pod)"
 else
-  fail "the node plugin Ready" "$(kubectl -n "$NS" get pods -o wide 2>&1 | tail -5)"
+  fail "helm upgrade with registry.address" "$(tail -5 "$W/logs/helm-upgrade.log")"
+fi
+kubectl label node consumer-a consumer-b pillar-csi.bhyoo.com/consumer=true >/dev/null
+if took=$(wait_for 600 ready_pods app.kubernetes.io/component=node 2); then
+  ok "the node plugin on both consumers, registered with their kubelets"
+  figure "node plugin DaemonSet Ready on both consumers in $took s"
+else
+  fail "the node plugin Ready" "$(kubectl -n "$NS" get pods -o wide 2>&1 | tail -5; kubectl -n "$NS" describe pods -l app.kubernetes.io/component=node 2>&1 | grep -A12 Events | head -30)"
 fi
 csinode_has() { kubectl get csinode "$1" -o jsonpath='{.spec.drivers[*].name}' | grep -q pillar-csi.bhyoo.com; }
 for n in consumer-a consumer-b; do
