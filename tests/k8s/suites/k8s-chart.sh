@@ -539,6 +539,18 @@ else
   fail "helm template with registry.insecure, no StorageClasses, no agent" "$(cat "$W/err")"
 fi
 
+# registry.address: the node plugins dial it, and still check the registry
+# certificate against the Service's name.
+if helm template pillar "$chart" --namespace "$NS" --set registry.address=10.244.1.7:9600 \
+  >"$W/regaddr.yaml" 2>"$W/err" && tojson "$W/regaddr.yaml" >"$W/regaddr.json"; then
+  J=$W/regaddr.json
+  check "registry.address: --registry-address is it, --registry-tls-server-name the Service's name" \
+    "$(obj DaemonSet pillar-node) | $nd | [.args[] | select(startswith(\"--registry-address=\") or startswith(\"--registry-tls-server-name=\"))] ==
+      [\"--registry-address=10.244.1.7:9600\", \"--registry-tls-server-name=pillar-controller.$NS.svc\"]"
+else
+  fail "helm template with registry.address" "$(cat "$W/err")"
+fi
+
 # In-band authentication: classes with auth.mode chap name their Secret in the
 # CSI secret parameters, and the controller may get exactly those Secrets.
 AUTH_CLASSES='[{"name":"chap-iscsi","protocol":"iscsi","auth":{"mode":"chap","secretName":"pillar-chap"},"parameters":{"import":"true"}},
@@ -598,6 +610,7 @@ refused "an unknown top-level key" "foo" --set foo=bar
 refused "a misspelt nested key (controller.replica)" "replica" --set controller.replica=2
 refused "registry.insecure=maybe" "/registry/insecure" --set registry.insecure=maybe
 refused "registry.port=70000" "/registry/port" --set registry.port=70000
+refused "registry.address=no-port" "/registry/address" --set registry.address=no-port
 refused "tls.mode=vault" "/tls/mode" --set tls.mode=vault
 refused "a pool without a name" "name" --set-json 'agent.pools=[{"type":"zfs"}]'
 refused "a pool of an unknown type" "/agent/pools/0/type" --set-json 'agent.pools=[{"name":"tank","type":"btrfs"}]'
