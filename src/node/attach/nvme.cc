@@ -83,6 +83,18 @@ Status NvmeAttacher::CheckOneTarget(const RemoteTarget& t, const NvmeSubsystem& 
   return Status::Ok();
 }
 
+void NvmeAttacher::LoadTransport() {
+  if (fs_.Exists(transport_module_dir_)) return;
+  auto r = exec_.Run({{"modprobe", "nvme-tcp"}, {}, kConnectTimeout});
+  if (r.ok() && r->exit_code == 0) {
+    log::Info("loaded the nvme-tcp module", {});
+    return;
+  }
+  log::Warn("modprobe nvme-tcp failed",
+            {{"error", r.ok() ? "exit " + std::to_string(r->exit_code) + ": " + TrimSpace(r->err)
+                              : r.status().message()}});
+}
+
 Status NvmeAttacher::Connect(const RemoteTarget& t) {
   auto raw = fs_.ReadFile(host_nqn_file_);
   std::string host_nqn = raw.ok() ? TrimSpace(*raw) : "";
@@ -91,6 +103,7 @@ Status NvmeAttacher::Connect(const RemoteTarget& t) {
                               " is missing or empty; export ACLs are built from it");
   }
   RETURN_IF_ERROR(validate::Nqn("host NQN (" + host_nqn_file_ + ")", host_nqn));
+  LoadTransport();
   Command cmd = ConnectCommand(t, host_nqn);
   log::Info("nvme connect", {{"nqn", t.target_id}, {"address", t.address}, {"port", t.port}});
   auto r = exec_.Run(cmd);
