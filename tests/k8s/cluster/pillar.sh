@@ -14,6 +14,37 @@ STORAGE_AGENT=storage-1
 # and the node plugin's and agent's restarts under I/O (space separated).
 LONG_LIFE=${PILLAR_K8S_E2E_LONG-nvmeof-tcp}
 
+# On a failure: every pillar container's log (and its previous one), the
+# events and the guests' kernel messages, into $W/logs/pillar/ (kept, since
+# the run failed), the tails printed.
+pillar_failed_before=$failed
+pillar_dump() {
+  local d=$W/logs/pillar p c n
+  mkdir -p "$d"
+  kubectl get events -A --sort-by=.lastTimestamp >"$d/events.txt" 2>&1
+  kubectl get pods,pvc,pv,volumeattachments -A -o wide >"$d/objects.txt" 2>&1
+  kubectl get pvst,pillarnodes,pillaragents -o yaml >"$d/pillar-objects.yaml" 2>&1
+  for p in $(kubectl -n "$NS" get pods -o name 2>/dev/null); do
+    for c in $(kubectl -n "$NS" get "$p" -o jsonpath='{.spec.containers[*].name}' 2>/dev/null); do
+      kubectl -n "$NS" logs "$p" -c "$c" >"$d/${p#pod/}.$c.log" 2>&1
+      kubectl -n "$NS" logs "$p" -c "$c" --previous >"$d/${p#pod/}.$c.previous.log" 2>/dev/null ||
+        rm -f "$d/${p#pod/}.$c.previous.log"
+    done
+  done
+  for n in "${NODES[@]}"; do
+    vm_exec "$n" --timeout 30 dmesg 2>&1 | tail -n 200 >"$d/dmesg-$n.txt"
+    vm_exec "$n" --timeout 30 tail -n 200 /var/log/kubelet.log >"$d/kubelet-$n.log" 2>&1
+  done
+  echo "---- pillar logs in $d; their tails:"
+  for p in "$d"/*.log; do
+    [[ $p == */kubelet-* ]] && continue
+    echo "-- $(basename "$p")"
+    grep -v '"level":"debug"' "$p" | tail -n 8
+  done
+  echo "-- events (last 25)"
+  tail -n 25 "$d/events.txt"
+}
+
 # knfsd on the storage node (the agent's container writes the exports).
 if vm_exec storage --timeout 120 /usr/local/sbin/pillar-nfs-server start >"$W/logs/nfsd.log" 2>&1; then
   ok "knfsd running on the storage node"
@@ -272,10 +303,6 @@ EOF
     fail "$proto/$mode: PV gone after the PVC's deletion"
   fi
 }
-life nvmeof-tcp pillar-nvmeof-tcp fs
-life nvmeof-tcp pillar-nvmeof-tcp block
-life iscsi pillar-iscsi fs
-life nfs pillar-nfs fs
 
 # NFS, ReadWriteMany: pods on both consumers at once, each reads what the
 # other wrote.
@@ -313,6 +340,18 @@ EOF
   kubectl delete pvc pvc-nfs-rwx --wait=true --timeout=180s >/dev/null 2>&1
   if wait_for 180 pv_gone pvc-nfs-rwx >/dev/null; then ok "nfs/rwx: PVC deleted, its PV gone"; else fail "nfs/rwx: PV gone"; fi
 }
+
+# The workloads only on a complete install (each would wait minutes for what
+# cannot come).
+if ((failed > pillar_failed_before)); then
+  fail "the workloads: not run, pillar's install failed above"
+  pillar_dump
+  return 0
+fi
+life nvmeof-tcp pillar-nvmeof-tcp fs
+life nvmeof-tcp pillar-nvmeof-tcp block
+life iscsi pillar-iscsi fs
+life nfs pillar-nfs fs
 rwx
 
 # Nothing left on the storage node.
@@ -322,3 +361,4 @@ if [[ -z ${left//[[:space:]]/} ]]; then
 else
   fail "nothing left on the storage node" "${left:0:300}"
 fi
+((failed == pillar_failed_before)) || pillar_dump
