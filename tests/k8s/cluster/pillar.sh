@@ -197,7 +197,7 @@ max_gap() { # max_gap POD FILE T0
 # expansion seen in the pod; the node plugin's rolling restart while the pod
 # writes; the agent's pod restarted while the pod reads.
 long_life() {
-  local proto=$1 pvc=$2 before after t0 took gap
+  local proto=$1 pvc=$2 before after t0 t1 took gap
   before=$(kubectl exec w-b -- df -k /data | awk 'NR == 2 { print $2 }')
   kubectl patch pvc "$pvc" --type merge -p '{"spec":{"resources":{"requests":{"storage":"128Mi"}}}}' >/dev/null
   grown() { local a; a=$(kubectl exec w-b -- df -k /data | awk 'NR == 2 { print $2 }'); [[ -n $a ]] && ((a > before + 32768)); }
@@ -208,33 +208,39 @@ long_life() {
   else
     fail "$proto: online expansion seen in the pod" "$(kubectl describe pvc "$pvc" 2>&1 | tail -6)"
   fi
-  # A writer in the pod: one line a second, each synced.
-  kubectl exec w-b -- sh -c 'nohup sh -c "while :; do date +%s >>/data/log && sync; sleep 1; done" >/dev/null 2>&1 &' >/dev/null 2>&1
-  sleep 3
-  t0=$(date +%s)
+  # The pod's writer (started with it, see life) must be writing. Times are
+  # the pod's own clock (a guest's clock drifts from the host's under TCG).
+  pod_now() { kubectl exec w-b -- date +%s; }
+  # Seconds since the writer's last line, by the pod's clock.
+  stale() { kubectl exec w-b -- sh -c 'echo $(( $(date +%s) - $(tail -n 1 /data/log) ))'; }
+  if ! kubectl exec w-b -- tail -n 1 /data/log >/dev/null 2>&1; then
+    fail "$proto: the pod's writer writes /data/log" "$(kubectl exec w-b -- ls -l /data 2>&1)"
+    return
+  fi
+  local s
+  t0=$(pod_now) t1=$SECONDS
   kubectl -n "$NS" rollout restart ds/pillar-node >/dev/null
   if kubectl -n "$NS" rollout status ds/pillar-node --timeout=600s >/dev/null 2>&1; then
     sleep 5
     gap=$(max_gap w-b /data/log "$t0")
-    if [[ $(kubectl exec w-b -- tail -n 1 /data/log) -ge $(($(date +%s) - 5)) ]]; then
+    if s=$(stale) && ((s <= 5)); then
       ok "$proto: the node plugin's rolling restart while the pod writes: the writes go on"
     else
-      fail "$proto: writes go on through the node plugin's restart" "last write $(kubectl exec w-b -- tail -n 1 /data/log 2>&1)"
+      fail "$proto: writes go on through the node plugin's restart" "last write ${s:-?} s ago: $(kubectl exec w-b -- tail -n 2 /data/log 2>&1)"
     fi
-    figure "$proto longest I/O pause during the node plugin's rolling restart: $gap s (rollout in $(($(date +%s) - t0)) s)"
+    figure "$proto longest I/O pause during the node plugin's rolling restart: $gap s (rollout in $((SECONDS - t1)) s)"
   else
     fail "$proto: node plugin rollout" "$(kubectl -n "$NS" get pods -o wide 2>&1 | tail -4)"
   fi
-  t0=$(date +%s)
+  t0=$(pod_now) t1=$SECONDS
   kubectl -n "$NS" delete pod -l app.kubernetes.io/component=agent --wait=true --timeout=120s >/dev/null 2>&1
   if wait_for 300 ready_pods app.kubernetes.io/component=agent 1 >/dev/null && sleep 5 &&
-    [[ $(kubectl exec w-b -- tail -n 1 /data/log) -ge $(($(date +%s) - 5)) ]] &&
-    kubectl exec w-b -- cat /data/f >/dev/null; then
+    s=$(stale) && ((s <= 5)) && kubectl exec w-b -- cat /data/f >/dev/null; then
     ok "$proto: the agent's pod restarted while the pod does I/O: I/O goes on, the data reads back"
   else
-    fail "$proto: I/O through the agent's restart" "$(kubectl exec w-b -- tail -n 2 /data/log 2>&1)"
+    fail "$proto: I/O through the agent's restart" "last write ${s:-?} s ago: $(kubectl exec w-b -- tail -n 2 /data/log 2>&1)"
   fi
-  figure "$proto longest I/O pause during the agent's restart: $(max_gap w-b /data/log "$t0") s (agent back in $(($(date +%s) - t0)) s)"
+  figure "$proto longest I/O pause during the agent's restart: $(max_gap w-b /data/log "$t0") s (agent back in $((SECONDS - t1)) s)"
 }
 life() { # life PROTOCOL CLASS MODE
   local proto=$1 class=$2 mode=$3 pvc=pvc-$1-$3 took data got vm
@@ -277,7 +283,10 @@ EOF
   if [[ $mode == block ]]; then
     workload_pod w-b consumer-b "$pvc" block "exec sleep 3600"
   else
-    workload_pod w-b consumer-b "$pvc" fs "exec sleep 3600"
+    # A writer beside the sleep (a process started by kubectl exec does not
+    # outlive the exec here): one line a second, each synced; long_life
+    # measures the gaps in it.
+    workload_pod w-b consumer-b "$pvc" fs "(while :; do date +%s >>/data/log && sync; sleep 1; done) & exec sleep 3600"
   fi
   if took=$(wait_for 300 pod_running w-b); then
     figure "$proto/$mode detach (consumer-a) to attach and Running (consumer-b) in $(since "$t_move") s"
