@@ -364,7 +364,7 @@ life nfs pillar-nfs fs
 rwx
 
 # Nothing left on the storage node.
-left=$(vm_exec storage bash -c 'ls /sys/kernel/config/nvmet/subsystems 2>/dev/null; ls /sys/kernel/config/target/iscsi 2>/dev/null | grep -v -e discovery_auth -e lio_version; exportfs 2>/dev/null; losetup -n -O BACK-FILE 2>/dev/null' 2>&1)
+left=$(vm_exec storage bash -c 'ls /sys/kernel/config/nvmet/subsystems 2>/dev/null; ls /sys/kernel/config/target/iscsi 2>/dev/null | grep "^iqn[.]"; exportfs 2>/dev/null; losetup -n -O BACK-FILE 2>/dev/null' 2>&1)
 if [[ -z ${left//[[:space:]]/} ]]; then
   ok "nothing left on the storage node (no nvmet subsystem, no iSCSI target, no export, no loop device)"
 else
