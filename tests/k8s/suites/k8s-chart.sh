@@ -322,9 +322,15 @@ check "agent: --listen=0.0.0.0:9500, the default file pool, server TLS from its 
 check "controller: --agent=storage-1=10.0.0.5:9500@pillar-agent" \
   "[$(obj Deployment pillar-controller) | .spec.template.spec.containers[0].args[] | select(startswith(\"--agent=\"))] ==
     [\"--agent=storage-1=10.0.0.5:9500@pillar-agent\"]"
-for p in /sys/kernel/config /dev /lib/modules /var/lib/pillar-csi /etc/exports.d /proc/fs/nfsd /var/lib/pillar-csi/pools/local; do
+for p in /sys/kernel/config /dev /lib/modules /var/lib/pillar-csi /etc/exports.d /var/lib/pillar-csi/pools/local; do
   check "agent: host $p mounted" "$(hostpath "$A" pillar-agent $p)"
 done
+# runc refuses a mount inside the container's /proc: nfsd's directory is
+# mounted elsewhere, and the agent told where.
+check "agent: host /proc/fs/nfsd mounted read-only at /host/proc/fs/nfsd, --nfsd-proc names it" \
+  "$A | .spec.template.spec as \$s | [\$s.volumes[] | select(.hostPath.path == \"/proc/fs/nfsd\") | .name] as \$v |
+    (\$v | length == 1) and ([\$s.containers[0].volumeMounts[] | select(.name == \$v[0]) | [.mountPath, .readOnly]] == [[\"/host/proc/fs/nfsd\", true]])
+    and (\$s.containers[0].args | index(\"--nfsd-proc=/host/proc/fs/nfsd\") != null)"
 check "agent: --state-dir under the mounted state dir" "$A | $ag | .args | index(\"--state-dir=/var/lib/pillar-csi/agent\") != null"
 
 # Images and pull policies come from the values.
