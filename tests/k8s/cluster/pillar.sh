@@ -212,6 +212,7 @@ long_life() {
   # the pod's own clock (a guest's clock drifts from the host's under TCG).
   pod_now() { kubectl exec w-b -- date +%s; }
   # Seconds since the writer's last line, by the pod's clock.
+  # shellcheck disable=SC2016 # expanded by the pod's shell
   stale() { kubectl exec w-b -- sh -c 'echo $(( $(date +%s) - $(tail -n 1 /data/log) ))'; }
   if ! kubectl exec w-b -- tail -n 1 /data/log >/dev/null 2>&1; then
     fail "$proto: the pod's writer writes /data/log" "$(kubectl exec w-b -- ls -l /data 2>&1)"
