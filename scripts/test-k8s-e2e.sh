@@ -10,7 +10,8 @@
 #
 # Last line:  k8s-e2e: N passed, M failed
 # Env: PILLAR_K8S_E2E=0 skips the stage (reported as skipped, never passed);
-#      PILLAR_K8S_E2E_PILLAR=1 adds pillar (helm install, workloads);
+#      PILLAR_K8S_E2E_PILLAR=0 leaves pillar out (only the nodes and a
+#      first pod; no CSI sidecars or helm needed);
 #      PILLAR_BUILD_DIR (default build), the knobs of tests/e2e/lib.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,14 +28,14 @@ t0=$SECONDS
 # e2e.test only for Kubernetes' storage suite (not run by this stage yet).
 node_tools=(loopback host-local bridge portmap runc ctr containerd-shim-runc-v2 containerd kubelet kube-scheduler)
 say "building or finding the tools (cold: ~30 min on 2 cores; cached after)"
-# PILLAR_K8S_E2E_PILLAR=1 also installs pillar with helm and runs the
-# workloads on its volumes (tests/k8s/cluster/pillar.sh); without it only the
-# nodes and a first pod run (no CSI sidecars or helm needed).
+# pillar installed with helm and the workloads on its volumes
+# (tests/k8s/cluster/pillar.sh); PILLAR_K8S_E2E_PILLAR=0 runs only the nodes
+# and a first pod (no CSI sidecars or helm needed).
 nodes_only=1
-[[ ${PILLAR_K8S_E2E_PILLAR:-0} != 1 ]] || nodes_only=0
+[[ ${PILLAR_K8S_E2E_PILLAR:-1} != 1 ]] || nodes_only=0
 CSI_BIN=""
 if ! K8S_BIN=$(tests/k8s/build-tools.sh | tail -1) ||
-  { [[ $nodes_only != 1 ]] && ! CSI_BIN=$(tests/k8s/build-csi-tools.sh | tail -1); } ||
+  { [[ $nodes_only != 1 ]] && ! CSI_BIN=$(tests/k8s/build-csi-tools.sh csi-provisioner csi-attacher csi-resizer helm | tail -1); } ||
   ! NODE_BIN=$(tests/k8s/build-node-tools.sh "${node_tools[@]}" | tail -1); then
   say "the tools could not be built"
   echo "k8s-e2e: 0 passed, 1 failed"

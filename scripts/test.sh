@@ -17,8 +17,9 @@
 #            and cached too)
 #   images   tests/images/test.sh --build: the OCI image archives of
 #            scripts/build-images.sh, unpacked and run with chroot
-#   k8s-e2e  scripts/test-k8s-e2e.sh: kubelet nodes in QEMU guests, pillar
-#            installed with helm, a workload's life on each protocol
+#   k8s-e2e  scripts/test-k8s-e2e.sh: kubelet nodes in QEMU guests; with
+#            PILLAR_K8S_E2E_PILLAR=1 also pillar installed with helm and a
+#            workload's life on each protocol
 # Every stage ends with "NAME: N passed, M failed" (mutants: "N killed, M
 # survived"); a stage that exits non-zero without counting a failure, or
 # prints no such line, counts one failure. This script ends with the sum,
@@ -226,7 +227,12 @@ else
 fi
 
 if [[ "${PILLAR_K8S_E2E:-1}" == 1 && "${PILLAR_E2E:-1}" == 1 ]]; then
-  run_stage k8s-e2e env PILLAR_BUILD_DIR="$build" ./scripts/test-k8s-e2e.sh
+  # pillar's part of the cluster (helm install, the workloads: 24 min on a
+  # loaded machine, most of it image imports under TCG) does not fit the CI
+  # budget yet: the test command runs the nodes' part unless
+  # PILLAR_K8S_E2E_PILLAR=1 (scripts/test-k8s-e2e.sh alone runs both).
+  run_stage k8s-e2e env PILLAR_BUILD_DIR="$build" PILLAR_K8S_E2E_PILLAR="${PILLAR_K8S_E2E_PILLAR:-0}" \
+    ./scripts/test-k8s-e2e.sh
   grep -h '^figure: ' "$logs/k8s-e2e.log" | sed 's/^/k8s-e2e /' >>"$logs/figures.txt" || true
 else
   skip_stage k8s-e2e "PILLAR_K8S_E2E=0 or PILLAR_E2E=0"

@@ -6,6 +6,7 @@
 # rebuilt.
 #
 # usage: build-csi-tools.sh                 build what is missing; last stdout line = bin dir
+#        build-csi-tools.sh NAME...         build only these (when missing), e.g. helm
 #        build-csi-tools.sh --print-bindir  print the bin dir and exit (builds nothing)
 #        build-csi-tools.sh --check         exit 0 if every binary is cached, 1 otherwise
 #
@@ -37,21 +38,33 @@ done
 bindir=${PILLAR_K8S_TOOLS_CACHE:-/var/cache/pillar-k8s-tools}/$key/bin
 
 say() { printf 'build-csi-tools: %s\n' "$*" >&2; }
-missing() { # prints the binaries not yet in the cache
-  local r name
+wanted() { # the rows asked for (all when no name was given)
+  local r name n
   for r in "${rows[@]}"; do
     read -r name _ <<<"$r"
-    [[ -x $bindir/$name ]] || echo "$name"
+    if [[ ${#only[@]} -eq 0 ]]; then echo "$r"; continue; fi
+    for n in "${only[@]}"; do [[ $n != "$name" ]] || echo "$r"; done
   done
 }
+missing() { # prints the wanted binaries not yet in the cache
+  local r name
+  while read -r r; do
+    read -r name _ <<<"$r"
+    [[ -x $bindir/$name ]] || echo "$name"
+  done < <(wanted)
+}
 
-[[ $# -le 1 ]] || set -- --usage
+only=()
 case ${1:-build} in
   build) ;;
   --print-bindir) echo "$bindir"; exit 0 ;;
   --check) [[ -z $(missing) ]]; exit ;;
-  *) echo "usage: $0 [--print-bindir|--check]" >&2; exit 2 ;;
+  --*) echo "usage: $0 [--print-bindir|--check|NAME...]" >&2; exit 2 ;;
+  *) only=("$@") ;;
 esac
+for n in "${only[@]}"; do
+  printf '%s\n' "${rows[@]}" | grep -q "^$n " || { say "no binary named $n"; exit 2; }
+done
 
 if [[ -z $(missing) ]]; then
   say "all present in $bindir"
@@ -93,7 +106,7 @@ if command -v setsid >/dev/null; then detach=(setsid -w); fi
 # only the module proxy, and a build never rewrites a go.mod.
 export CGO_ENABLED=0 GOFLAGS="${GOFLAGS:+$GOFLAGS }-mod=readonly"
 "$go_cmd" version >&2
-for r in "${rows[@]}"; do
+while read -r r; do
   read -r name _ mod ver pkg stamp <<<"$r"
   if [[ -x $bindir/$name ]]; then say "$name $ver present"; continue; fi
   flags="-s -w -X $stamp=$ver"
@@ -109,7 +122,7 @@ for r in "${rows[@]}"; do
   mv -f "$part" "$bindir/$name"
   part=""
   say "built $name $ver in $((SECONDS - t0)) s"
-done
+done < <(wanted)
 
 [[ -z $(missing) ]] || { say "still missing in $bindir: $(missing | tr '\n' ' ')"; exit 1; }
 echo "$bindir"

@@ -91,6 +91,16 @@ need_version tools k8s.io/kubernetes "$K8S_VERSION"
 go_cmd=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
 [[ -x $go_cmd ]] || { say "no go command (set GO=...)"; exit 1; }
 
+# runc is built with cgo against libseccomp: its headers and pkg-config file
+# come from Debian (a fresh machine has neither).
+if missing | grep -qx runc && ! pkg-config --exists libseccomp 2>/dev/null; then
+  [[ $(id -u) -eq 0 ]] || { say "runc needs libseccomp-dev and pkg-config: install them (as root)"; exit 1; }
+  say "installing libseccomp-dev and pkg-config (runc's seccomp)"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libseccomp-dev pkg-config >/dev/null ||
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libseccomp-dev pkg-config >/dev/null; } ||
+    { say "could not install libseccomp-dev"; exit 1; }
+fi
+
 mkdir -p "$bindir"
 exec 7>"$bindir/.lock"
 flock -n 7 || { say "another build is running into $bindir, waiting"; flock 7; }

@@ -31,6 +31,7 @@ class NodeCsiTest : public ::testing::Test {
                        volume_locks_, connection_locks_, tmp_.Sub("sys")}),
         node_(core_, "worker-1") {
     EXPECT_TRUE(records_.Init().ok());
+    std::filesystem::create_directories(tmp_.Sub("sys/module/nvme_tcp"));  // loaded
   }
 
   csi::v1::VolumeCapability MountCap() {

@@ -115,6 +115,7 @@ class NodeCoreTest : public ::testing::Test {
     WriteText(tmp_.Sub("hostnqn"), std::string(kHostNqn) + "\n");
     std::filesystem::create_directories(tmp_.Sub("sys/class/nvme-subsystem"));
     std::filesystem::create_directories(tmp_.Sub("sys/block"));
+    std::filesystem::create_directories(tmp_.Sub("sys/module/nvme_tcp"));  // loaded
     std::filesystem::create_directories(tmp_.Sub("kubelet"));
     // The target: connecting creates the subsystem, controller and the
     // namespaces this test exported.

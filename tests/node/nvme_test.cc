@@ -40,6 +40,7 @@ class NodeNvmeTest : public ::testing::Test {
     WriteText(tmp_.Sub("hostnqn"), std::string(kHostNqn) + "\n");
     std::filesystem::create_directories(tmp_.Sub("sys/class/nvme-subsystem"));
     std::filesystem::create_directories(tmp_.Sub("sys/block"));
+    std::filesystem::create_directories(tmp_.Sub("sys/module/nvme_tcp"));  // loaded
   }
   NvmeAttacher Attacher(AttachOptions o = {}) {
     return NvmeAttacher(exec_, fabrics_, fs_, clock_, tmp_.Sub("sys"), tmp_.Sub("hostnqn"), o);
@@ -262,6 +263,44 @@ TEST_F(NodeNvmeTest, FailedConnectIsAClearError) {
   auto dev = a.Attach(Target());
   EXPECT_EQ(dev.status().code(), Code::kUnavailable);
   EXPECT_NE(dev.status().message().find("failed to write to nvme-fabrics"), std::string::npos);
+}
+
+// nvme-cli loads no module: without nvme-tcp (and so nvme-fabrics) the
+// connect could only fail to open /dev/nvme-fabrics, so the attacher loads it
+// first, once: a second connect finds it in sysfs.
+TEST_F(NodeNvmeTest, LoadsTheTcpTransportBeforeConnectingWhenSysfsLacksIt) {
+  std::filesystem::remove(tmp_.Sub("sys/module/nvme_tcp"));
+  exec_.On({"modprobe"}, [&](const Command&) -> StatusOr<ExecResult> {
+    std::filesystem::create_directories(tmp_.Sub("sys/module/nvme_tcp"));
+    return ExecResult{0, "", ""};
+  });
+  exec_.On({"nvme-fabrics"}, [&](const Command& c) -> StatusOr<ExecResult> {
+    const bool second = c.argv[1].find(std::string(",nqn=") + kOtherNqn + ",") != std::string::npos;
+    const std::string nqn = second ? kOtherNqn : kNqn;
+    sys_.AddSubsystem(second ? 1 : 0, nqn);
+    sys_.AddController(second ? 1 : 0, second ? 1 : 0, nqn, "10.0.0.1", 4420);
+    sys_.AddNamespace(second ? 1 : 0, 1, second ? 1 : 0, 1);
+    return ExecResult{0, "", ""};
+  });
+  auto a = Attacher();
+  ASSERT_TRUE(a.Attach(Target()).ok());
+  ASSERT_TRUE(a.Attach(Target(kOtherNqn)).ok());
+  auto lines = exec_.CallLines();
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0], "modprobe nvme-tcp");
+  EXPECT_EQ(exec_.calls()[1][0], "nvme-fabrics");
+  EXPECT_EQ(exec_.calls()[2][0], "nvme-fabrics");
+}
+
+TEST_F(NodeNvmeTest, AFailedModprobeLeavesTheConnectsErrorToSpeak) {
+  std::filesystem::remove(tmp_.Sub("sys/module/nvme_tcp"));
+  exec_.OnOutput({"modprobe"}, "", 1, "modprobe: FATAL: Module nvme-tcp not found\n");
+  exec_.OnOutput({"nvme-fabrics"}, "", 1, "No such file or directory");
+  auto a = Attacher();
+  auto dev = a.Attach(Target());
+  EXPECT_EQ(dev.status().code(), Code::kUnavailable);
+  EXPECT_NE(dev.status().message().find("/dev/nvme-fabrics"), std::string::npos);
+  EXPECT_EQ(exec_.calls().size(), 2u);
 }
 
 // Seed 003: the subsystem is connected, the namespace's device never came.

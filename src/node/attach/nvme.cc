@@ -97,6 +97,18 @@ Status NvmeAttacher::CheckOneTarget(const RemoteTarget& t, const NvmeSubsystem& 
   return Status::Ok();
 }
 
+void NvmeAttacher::LoadTransport() {
+  if (fs_.Exists(transport_module_dir_)) return;
+  auto r = exec_.Run({{"modprobe", "nvme-tcp"}, {}, kConnectTimeout});
+  if (r.ok() && r->exit_code == 0) {
+    log::Info("loaded the nvme-tcp module", {});
+    return;
+  }
+  log::Warn("modprobe nvme-tcp failed",
+            {{"error", r.ok() ? "exit " + std::to_string(r->exit_code) + ": " + TrimSpace(r->err)
+                              : r.status().message()}});
+}
+
 Status NvmeAttacher::Connect(const RemoteTarget& t) {
   auto raw = fs_.ReadFile(host_nqn_file_);
   std::string host_nqn = raw.ok() ? TrimSpace(*raw) : "";
@@ -110,6 +122,7 @@ Status NvmeAttacher::Connect(const RemoteTarget& t) {
   std::string host_id = raw_id.ok() ? TrimSpace(*raw_id) : "";
   if (!host_id.empty()) RETURN_IF_ERROR(validate::Uuid("host ID (" + host_id_file + ")", host_id));
   ASSIGN_OR_RETURN(std::string options, ConnectOptions(t, host_nqn, host_id));
+  LoadTransport();
   log::Info("nvme connect", {{"nqn", t.target_id},
                              {"address", t.address},
                              {"port", t.port},

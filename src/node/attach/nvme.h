@@ -25,6 +25,7 @@ class NvmeAttacher : public BlockAttacher {
         fabrics_(fabrics),
         fs_(fs),
         clock_(clock),
+        transport_module_dir_(JoinPath(sysfs_root, "module/nvme_tcp")),
         sysfs_(fs, std::move(sysfs_root)),
         host_nqn_file_(std::move(host_nqn_file)),
         options_(options) {}
@@ -53,6 +54,11 @@ class NvmeAttacher : public BlockAttacher {
   // naming both connections then; OK when there is no such controller.
   static Status CheckOneTarget(const RemoteTarget& t, const NvmeSubsystem& sub);
   Status Connect(const RemoteTarget& t);
+  // nvme-cli writes to /dev/nvme-fabrics, which exists only once the fabrics
+  // module is loaded, and loads no module itself: modprobe nvme-tcp (which
+  // pulls in nvme-fabrics) when sysfs does not show it, as the agent loads
+  // its targets. A failure is logged; the connect then says what is missing.
+  void LoadTransport();
   // ns-rescan on every live controller of the subsystem; returns how many
   // ran, or which of them failed (each failure is logged too).
   StatusOr<int> RescanControllers(const NvmeSubsystem& sub);
@@ -61,6 +67,7 @@ class NvmeAttacher : public BlockAttacher {
   Fabrics& fabrics_;
   Fs& fs_;
   Clock& clock_;
+  std::string transport_module_dir_;
   NvmeSysfs sysfs_;
   std::string host_nqn_file_;
   AttachOptions options_;

@@ -171,7 +171,7 @@ EOF
 # One OCI archive per kind of node, imported with one ctr call.
 t_img=$(now_ms)
 # shellcheck disable=SC2086
-if [[ ${PILLAR_K8S_E2E_PILLAR:-0} != 1 ]]; then
+if [[ ${PILLAR_K8S_E2E_PILLAR:-1} != 1 ]]; then
   NODE_IMAGES=([storage]="pause busybox" [consumer-a]="pause busybox registrar" [consumer-b]="pause busybox registrar")
 fi
 if [[ -s ${PILLAR_K8S_IMAGES:-}/list ]] &&
@@ -277,8 +277,8 @@ else
 fi
 
 # ---- pillar (tests/k8s/cluster/pillar.sh) -------------------------------------
-# pillar itself only with PILLAR_K8S_E2E_PILLAR=1 (see README.md beside this file).
-if [[ ${PILLAR_K8S_E2E_PILLAR:-0} == 1 ]]; then
+# pillar itself unless PILLAR_K8S_E2E_PILLAR=0 (see README.md beside this file).
+if [[ ${PILLAR_K8S_E2E_PILLAR:-1} == 1 ]]; then
   # shellcheck source=pillar.sh
   source "$here/pillar.sh"
 fi

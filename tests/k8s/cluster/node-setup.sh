@@ -24,7 +24,10 @@ for p in bridge host-local loopback portmap; do ln -sf "$bin/$p" "/opt/cni/bin/$
 if ! mountpoint -q /sys/fs/cgroup; then mount -t cgroup2 cgroup2 /sys/fs/cgroup; fi
 ctrls=$(sed 's/\([^ ]*\)/+\1/g' /sys/fs/cgroup/cgroup.controllers)
 echo "$ctrls" >/sys/fs/cgroup/cgroup.subtree_control
-modprobe -a overlay bridge veth br_netfilter
+# loop: a systemd host has /dev/loop-control from the start (kmod's static
+# nodes), and opening it loads the module; the guests' init makes no static
+# nodes, so the agent's losetup found no loop device at all.
+modprobe -a overlay bridge veth br_netfilter loop
 sysctl -qw net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=0 net.bridge.bridge-nf-call-ip6tables=0
 for r in "$@"; do ip route replace "${r%%=*}" via "${r#*=}"; done
 say "cgroup2, modules, routes"

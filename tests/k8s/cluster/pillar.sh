@@ -14,6 +14,37 @@ STORAGE_AGENT=storage-1
 # and the node plugin's and agent's restarts under I/O (space separated).
 LONG_LIFE=${PILLAR_K8S_E2E_LONG-nvmeof-tcp}
 
+# On a failure: every pillar container's log (and its previous one), the
+# events and the guests' kernel messages, into $W/logs/pillar/ (kept, since
+# the run failed), the tails printed.
+pillar_failed_before=$failed
+pillar_dump() {
+  local d=$W/logs/pillar p c n
+  mkdir -p "$d"
+  kubectl get events -A --sort-by=.lastTimestamp >"$d/events.txt" 2>&1
+  kubectl get pods,pvc,pv,volumeattachments -A -o wide >"$d/objects.txt" 2>&1
+  kubectl get pvst,pillarnodes,pillaragents -o yaml >"$d/pillar-objects.yaml" 2>&1
+  for p in $(kubectl -n "$NS" get pods -o name 2>/dev/null); do
+    for c in $(kubectl -n "$NS" get "$p" -o jsonpath='{.spec.containers[*].name}' 2>/dev/null); do
+      kubectl -n "$NS" logs "$p" -c "$c" >"$d/${p#pod/}.$c.log" 2>&1
+      kubectl -n "$NS" logs "$p" -c "$c" --previous >"$d/${p#pod/}.$c.previous.log" 2>/dev/null ||
+        rm -f "$d/${p#pod/}.$c.previous.log"
+    done
+  done
+  for n in "${NODES[@]}"; do
+    vm_exec "$n" --timeout 30 dmesg 2>&1 | tail -n 200 >"$d/dmesg-$n.txt"
+    vm_exec "$n" --timeout 30 tail -n 200 /var/log/kubelet.log >"$d/kubelet-$n.log" 2>&1
+  done
+  echo "---- pillar logs in $d; their tails:"
+  for p in "$d"/*.log; do
+    [[ $p == */kubelet-* ]] && continue
+    echo "-- $(basename "$p")"
+    grep -v '"level":"debug"' "$p" | tail -n 8
+  done
+  echo "-- events (last 25)"
+  tail -n 25 "$d/events.txt"
+}
+
 # knfsd on the storage node (the agent's container writes the exports).
 if vm_exec storage --timeout 120 /usr/local/sbin/pillar-nfs-server start >"$W/logs/nfsd.log" 2>&1; then
   ok "knfsd running on the storage node"
@@ -24,7 +55,6 @@ fi
 # ---- certificates, as the README and NOTES say --------------------------------
 kubectl create namespace "$NS" >/dev/null
 kubectl label node storage pillar-csi.bhyoo.com/storage-node=true >/dev/null
-kubectl label node consumer-a consumer-b pillar-csi.bhyoo.com/consumer=true >/dev/null
 pki=$W/pki-pillar
 registry_host=pillar-controller.$NS.svc
 if "$PILLARCTL" certs ca --out "$pki/ca" >/dev/null &&
@@ -95,19 +125,24 @@ else
   fail "the agent pod Ready" "$(kubectl -n "$NS" logs -l app.kubernetes.io/component=agent --tail=20 2>&1)"
 fi
 
-# No cluster DNS and no kube-proxy here: the node plugins (host network) find
-# the registry's Service name in their node's /etc/hosts, which names the
-# controller pod's IP; a pod started after that line exists reads it.
+# No cluster DNS and no kube-proxy here: the node plugins (host network)
+# cannot resolve the registry's Service name. The chart's registry.address
+# points them at the controller pod's IP instead (the registry certificate
+# still names the Service: --registry-tls-server-name). The consumers get
+# their label only now, so each node plugin starts once, with that address.
 ctl_ip=$(kubectl -n "$NS" get pods -l app.kubernetes.io/component=controller -o jsonpath='{.items[0].status.podIP}')
-for n in consumer-a consumer-b; do
-  vm_exec "$n" bash -c 'echo "$1 $2" >>/etc/hosts' bash "$ctl_ip" "$registry_host"
-done
-kubectl -n "$NS" rollout restart ds/pillar-node >/dev/null
-kubectl -n "$NS" rollout status ds/pillar-node --timeout=600s >/dev/null 2>&1
-if took=$(wait_for 300 ready_pods app.kubernetes.io/component=node 2); then
-  ok "the node plugin on both consumers, registered with their kubelets"
+if helm upgrade pillar "$root/charts/pillar" --namespace "$NS" -f "$W/values.yaml" \
+  --set "registry.address=$ctl_ip:9600" >"$W/logs/helm-upgrade.log" 2>&1; then
+  ok "helm upgrade: registry.address=$ctl_ip:9600 (the controller pod)"
 else
-  fail "the node plugin Ready" "$(kubectl -n "$NS" get pods -o wide 2>&1 | tail -5)"
+  fail "helm upgrade with registry.address" "$(tail -5 "$W/logs/helm-upgrade.log")"
+fi
+kubectl label node consumer-a consumer-b pillar-csi.bhyoo.com/consumer=true >/dev/null
+if took=$(wait_for 600 ready_pods app.kubernetes.io/component=node 2); then
+  ok "the node plugin on both consumers, registered with their kubelets"
+  figure "node plugin DaemonSet Ready on both consumers in $took s"
+else
+  fail "the node plugin Ready" "$(kubectl -n "$NS" get pods -o wide 2>&1 | tail -5; kubectl -n "$NS" describe pods -l app.kubernetes.io/component=node 2>&1 | grep -A12 Events | head -30)"
 fi
 csinode_has() { kubectl get csinode "$1" -o jsonpath='{.spec.drivers[*].name}' | grep -q pillar-csi.bhyoo.com; }
 for n in consumer-a consumer-b; do
@@ -162,7 +197,7 @@ max_gap() { # max_gap POD FILE T0
 # expansion seen in the pod; the node plugin's rolling restart while the pod
 # writes; the agent's pod restarted while the pod reads.
 long_life() {
-  local proto=$1 pvc=$2 before after t0 took gap
+  local proto=$1 pvc=$2 before after t0 t1 took gap
   before=$(kubectl exec w-b -- df -k /data | awk 'NR == 2 { print $2 }')
   kubectl patch pvc "$pvc" --type merge -p '{"spec":{"resources":{"requests":{"storage":"128Mi"}}}}' >/dev/null
   grown() { local a; a=$(kubectl exec w-b -- df -k /data | awk 'NR == 2 { print $2 }'); [[ -n $a ]] && ((a > before + 32768)); }
@@ -173,33 +208,40 @@ long_life() {
   else
     fail "$proto: online expansion seen in the pod" "$(kubectl describe pvc "$pvc" 2>&1 | tail -6)"
   fi
-  # A writer in the pod: one line a second, each synced.
-  kubectl exec w-b -- sh -c 'nohup sh -c "while :; do date +%s >>/data/log && sync; sleep 1; done" >/dev/null 2>&1 &' >/dev/null 2>&1
-  sleep 3
-  t0=$(date +%s)
+  # The pod's writer (started with it, see life) must be writing. Times are
+  # the pod's own clock (a guest's clock drifts from the host's under TCG).
+  pod_now() { kubectl exec w-b -- date +%s; }
+  # Seconds since the writer's last line, by the pod's clock.
+  # shellcheck disable=SC2016 # expanded by the pod's shell
+  stale() { kubectl exec w-b -- sh -c 'echo $(( $(date +%s) - $(tail -n 1 /data/log) ))'; }
+  if ! kubectl exec w-b -- tail -n 1 /data/log >/dev/null 2>&1; then
+    fail "$proto: the pod's writer writes /data/log" "$(kubectl exec w-b -- ls -l /data 2>&1)"
+    return
+  fi
+  local s
+  t0=$(pod_now) t1=$SECONDS
   kubectl -n "$NS" rollout restart ds/pillar-node >/dev/null
   if kubectl -n "$NS" rollout status ds/pillar-node --timeout=600s >/dev/null 2>&1; then
     sleep 5
     gap=$(max_gap w-b /data/log "$t0")
-    if [[ $(kubectl exec w-b -- tail -n 1 /data/log) -ge $(($(date +%s) - 5)) ]]; then
+    if s=$(stale) && ((s <= 5)); then
       ok "$proto: the node plugin's rolling restart while the pod writes: the writes go on"
     else
-      fail "$proto: writes go on through the node plugin's restart" "last write $(kubectl exec w-b -- tail -n 1 /data/log 2>&1)"
+      fail "$proto: writes go on through the node plugin's restart" "last write ${s:-?} s ago: $(kubectl exec w-b -- tail -n 2 /data/log 2>&1)"
     fi
-    figure "$proto longest I/O pause during the node plugin's rolling restart: $gap s (rollout in $(($(date +%s) - t0)) s)"
+    figure "$proto longest I/O pause during the node plugin's rolling restart: $gap s (rollout in $((SECONDS - t1)) s)"
   else
     fail "$proto: node plugin rollout" "$(kubectl -n "$NS" get pods -o wide 2>&1 | tail -4)"
   fi
-  t0=$(date +%s)
+  t0=$(pod_now) t1=$SECONDS
   kubectl -n "$NS" delete pod -l app.kubernetes.io/component=agent --wait=true --timeout=120s >/dev/null 2>&1
   if wait_for 300 ready_pods app.kubernetes.io/component=agent 1 >/dev/null && sleep 5 &&
-    [[ $(kubectl exec w-b -- tail -n 1 /data/log) -ge $(($(date +%s) - 5)) ]] &&
-    kubectl exec w-b -- cat /data/f >/dev/null; then
+    s=$(stale) && ((s <= 5)) && kubectl exec w-b -- cat /data/f >/dev/null; then
     ok "$proto: the agent's pod restarted while the pod does I/O: I/O goes on, the data reads back"
   else
-    fail "$proto: I/O through the agent's restart" "$(kubectl exec w-b -- tail -n 2 /data/log 2>&1)"
+    fail "$proto: I/O through the agent's restart" "last write ${s:-?} s ago: $(kubectl exec w-b -- tail -n 2 /data/log 2>&1)"
   fi
-  figure "$proto longest I/O pause during the agent's restart: $(max_gap w-b /data/log "$t0") s (agent back in $(($(date +%s) - t0)) s)"
+  figure "$proto longest I/O pause during the agent's restart: $(max_gap w-b /data/log "$t0") s (agent back in $((SECONDS - t1)) s)"
 }
 life() { # life PROTOCOL CLASS MODE
   local proto=$1 class=$2 mode=$3 pvc=pvc-$1-$3 took data got vm
@@ -242,7 +284,10 @@ EOF
   if [[ $mode == block ]]; then
     workload_pod w-b consumer-b "$pvc" block "exec sleep 3600"
   else
-    workload_pod w-b consumer-b "$pvc" fs "exec sleep 3600"
+    # A writer beside the sleep (a process started by kubectl exec does not
+    # outlive the exec here): one line a second, each synced; long_life
+    # measures the gaps in it.
+    workload_pod w-b consumer-b "$pvc" fs "(while :; do date +%s >>/data/log && sync; sleep 1; done) & exec sleep 3600"
   fi
   if took=$(wait_for 300 pod_running w-b); then
     figure "$proto/$mode detach (consumer-a) to attach and Running (consumer-b) in $(since "$t_move") s"
@@ -268,10 +313,6 @@ EOF
     fail "$proto/$mode: PV gone after the PVC's deletion"
   fi
 }
-life nvmeof-tcp pillar-nvmeof-tcp fs
-life nvmeof-tcp pillar-nvmeof-tcp block
-life iscsi pillar-iscsi fs
-life nfs pillar-nfs fs
 
 # NFS, ReadWriteMany: pods on both consumers at once, each reads what the
 # other wrote.
@@ -309,12 +350,25 @@ EOF
   kubectl delete pvc pvc-nfs-rwx --wait=true --timeout=180s >/dev/null 2>&1
   if wait_for 180 pv_gone pvc-nfs-rwx >/dev/null; then ok "nfs/rwx: PVC deleted, its PV gone"; else fail "nfs/rwx: PV gone"; fi
 }
+
+# The workloads only on a complete install (each would wait minutes for what
+# cannot come).
+if ((failed > pillar_failed_before)); then
+  fail "the workloads: not run, pillar's install failed above"
+  pillar_dump
+  return 0
+fi
+life nvmeof-tcp pillar-nvmeof-tcp fs
+life nvmeof-tcp pillar-nvmeof-tcp block
+life iscsi pillar-iscsi fs
+life nfs pillar-nfs fs
 rwx
 
 # Nothing left on the storage node.
-left=$(vm_exec storage bash -c 'ls /sys/kernel/config/nvmet/subsystems 2>/dev/null; ls /sys/kernel/config/target/iscsi 2>/dev/null | grep -v -e discovery_auth -e lio_version; exportfs 2>/dev/null; losetup -n -O BACK-FILE 2>/dev/null' 2>&1)
+left=$(vm_exec storage bash -c 'ls /sys/kernel/config/nvmet/subsystems 2>/dev/null; ls /sys/kernel/config/target/iscsi 2>/dev/null | grep "^iqn[.]"; exportfs 2>/dev/null; losetup -n -O BACK-FILE 2>/dev/null' 2>&1)
 if [[ -z ${left//[[:space:]]/} ]]; then
   ok "nothing left on the storage node (no nvmet subsystem, no iSCSI target, no export, no loop device)"
 else
   fail "nothing left on the storage node" "${left:0:300}"
 fi
+((failed == pillar_failed_before)) || pillar_dump

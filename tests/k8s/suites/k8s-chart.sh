@@ -322,9 +322,15 @@ check "agent: --listen=0.0.0.0:9500, the default file pool, server TLS from its 
 check "controller: --agent=storage-1=10.0.0.5:9500@pillar-agent" \
   "[$(obj Deployment pillar-controller) | .spec.template.spec.containers[0].args[] | select(startswith(\"--agent=\"))] ==
     [\"--agent=storage-1=10.0.0.5:9500@pillar-agent\"]"
-for p in /sys/kernel/config /dev /lib/modules /var/lib/pillar-csi /etc/exports.d /proc/fs/nfsd /var/lib/pillar-csi/pools/local; do
+for p in /sys/kernel/config /dev /lib/modules /var/lib/pillar-csi /etc/exports.d /var/lib/pillar-csi/pools/local; do
   check "agent: host $p mounted" "$(hostpath "$A" pillar-agent $p)"
 done
+# runc refuses a mount inside the container's /proc: nfsd's directory is
+# mounted elsewhere, and the agent told where.
+check "agent: host /proc/fs/nfsd mounted read-only at /host/proc/fs/nfsd, --nfsd-proc names it" \
+  "$A | .spec.template.spec as \$s | [\$s.volumes[] | select(.hostPath.path == \"/proc/fs/nfsd\") | .name] as \$v |
+    (\$v | length == 1) and ([\$s.containers[0].volumeMounts[] | select(.name == \$v[0]) | [.mountPath, .readOnly]] == [[\"/host/proc/fs/nfsd\", true]])
+    and (\$s.containers[0].args | index(\"--nfsd-proc=/host/proc/fs/nfsd\") != null)"
 check "agent: --state-dir under the mounted state dir" "$A | $ag | .args | index(\"--state-dir=/var/lib/pillar-csi/agent\") != null"
 
 # Images and pull policies come from the values.
@@ -539,6 +545,18 @@ else
   fail "helm template with registry.insecure, no StorageClasses, no agent" "$(cat "$W/err")"
 fi
 
+# registry.address: the node plugins dial it, and still check the registry
+# certificate against the Service's name.
+if helm template pillar "$chart" --namespace "$NS" --set registry.address=10.244.1.7:9600 \
+  >"$W/regaddr.yaml" 2>"$W/err" && tojson "$W/regaddr.yaml" >"$W/regaddr.json"; then
+  J=$W/regaddr.json
+  check "registry.address: --registry-address is it, --registry-tls-server-name the Service's name" \
+    "$(obj DaemonSet pillar-node) | $nd | [.args[] | select(startswith(\"--registry-address=\") or startswith(\"--registry-tls-server-name=\"))] ==
+      [\"--registry-address=10.244.1.7:9600\", \"--registry-tls-server-name=pillar-controller.$NS.svc\"]"
+else
+  fail "helm template with registry.address" "$(cat "$W/err")"
+fi
+
 # In-band authentication: classes with auth.mode chap name their Secret in the
 # CSI secret parameters, and the controller may get exactly those Secrets.
 AUTH_CLASSES='[{"name":"chap-iscsi","protocol":"iscsi","auth":{"mode":"chap","secretName":"pillar-chap"},"parameters":{"import":"true"}},
@@ -598,6 +616,7 @@ refused "an unknown top-level key" "foo" --set foo=bar
 refused "a misspelt nested key (controller.replica)" "replica" --set controller.replica=2
 refused "registry.insecure=maybe" "/registry/insecure" --set registry.insecure=maybe
 refused "registry.port=70000" "/registry/port" --set registry.port=70000
+refused "registry.address=no-port" "/registry/address" --set registry.address=no-port
 refused "tls.mode=vault" "/tls/mode" --set tls.mode=vault
 refused "a pool without a name" "name" --set-json 'agent.pools=[{"type":"zfs"}]'
 refused "a pool of an unknown type" "/agent/pools/0/type" --set-json 'agent.pools=[{"name":"tank","type":"btrfs"}]'
