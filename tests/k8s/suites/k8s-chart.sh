@@ -68,7 +68,8 @@ expect_eq() {
 # ---- tools ------------------------------------------------------------------
 k8s_tools || { fail "k8s tools (tests/k8s/build-tools.sh)"; finish; }
 CSI_BIN=$("$here/build-csi-tools.sh" --print-bindir)
-if [[ ! -x $CSI_BIN/helm ]]; then
+# Every sidecar is run below, not only helm: build whatever is missing.
+if ! "$here/build-csi-tools.sh" --check; then
   CSI_BIN=$("$here/build-csi-tools.sh" | tail -1)
 fi
 HELM_BIN=${CSI_BIN:-/nonexistent}/helm
