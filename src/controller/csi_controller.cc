@@ -12,6 +12,7 @@
 #include "common/validate.h"
 #include "common/version.h"
 #include "common/volume_context.h"
+#include "controller/desired.h"
 #include "store/retry.h"
 
 namespace pillar::controller {
@@ -638,11 +639,7 @@ Status CsiController::DoDelete(const std::string& volume_id) {
   // A create that never completed may have nothing of its lifecycle on the
   // agent, and the name may be held by storage that is not pillar's (the
   // agent refuses to touch it): the record goes, the storage stays.
-  bool nothing_of_ours =
-      deleted.code() == Code::kNotFound ||
-      (!api::IsProvisioned(v.status) &&
-       (deleted.code() == Code::kFailedPrecondition || deleted.code() == Code::kAborted));
-  if (!deleted.ok() && !nothing_of_ours) {
+  if (!deleted.ok() && !NothingOfThisLifecycleLeft(deleted, api::IsProvisioned(v.status))) {
     return deleted.Annotate("delete backend volume of " + volume_id);
   }
   Status s = store_.Delete(api::kKindVolume, volume_id, {cur.meta.uid, std::nullopt});

@@ -210,4 +210,10 @@ StatusOr<std::string> TargetIdFor(const api::VolumeState& volume, const api::Age
   return expected;
 }
 
+bool NothingOfThisLifecycleLeft(const Status& deleted, bool provisioned) {
+  if (deleted.code() == Code::kNotFound) return true;
+  return !provisioned &&
+         (deleted.code() == Code::kFailedPrecondition || deleted.code() == Code::kAborted);
+}
+
 }  // namespace pillar::controller

@@ -52,6 +52,14 @@ StatusOr<std::string> TargetIdFor(const api::VolumeState& volume, const api::Age
 const char* ReasonForAgentError(const Status& s);
 
 // `credentials`, when given, travel in the request's secret field.
+// Whether an agent's DeleteVolume answer leaves nothing of a volume's
+// lifecycle on the agent, so its record may go: NOT_FOUND (nothing was
+// made), or, for a create the agent never confirmed (Provisioned=False),
+// FAILED_PRECONDITION / ABORTED (what holds the name is not this
+// lifecycle's, not pillar's or another record's, and the agent left it
+// alone). Anything else means storage of this lifecycle may remain.
+bool NothingOfThisLifecycleLeft(const Status& deleted, bool provisioned);
+
 pillar::agent::v1::ApplyExportRequest MakeApplyRequest(const api::VolumeState& volume,
                                                        const DesiredExport& want,
                                                        const Credentials* credentials = nullptr);

@@ -599,11 +599,9 @@ void ExportReconciler::ReapAbandonedCreate(const store::Object& obj, AgentClient
   req.set_agent_volume_id(v->spec.agent_volume_id);
   req.set_volume_uid(obj.uid);
   Status deleted = WithAgentSlot(v->spec.agent_ref, [&] { return client.DeleteVolume(req); });
-  // NOT_FOUND: nothing was made. FAILED_PRECONDITION / ABORTED: what holds
-  // the name is not this lifecycle's (not pillar's, or another record's), and
-  // the agent left it alone. Anything else: try again next resync.
-  if (!deleted.ok() && deleted.code() != Code::kNotFound &&
-      deleted.code() != Code::kFailedPrecondition && deleted.code() != Code::kAborted) {
+  // An abandoned create is never provisioned; anything but "nothing of this
+  // lifecycle left": try again next resync.
+  if (!deleted.ok() && !NothingOfThisLifecycleLeft(deleted, /*provisioned=*/false)) {
     log::Warn("abandoned create not reaped yet",
               {{"volume", obj.name}, {"error", deleted.ToString()}});
     return;

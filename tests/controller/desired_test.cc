@@ -515,5 +515,23 @@ TEST_F(ReconcilerDiffTest, AuthAndRootSquashAreComparedOnAdmittedHosts) {
   EXPECT_FALSE(req.has_credentials());
 }
 
+// DeleteVolume and the reaper of abandoned creates decide alike when a
+// record may go: only when nothing of its lifecycle can remain on the agent.
+TEST(LifecycleTest, NothingLeftOnlyWhenTheAgentSaysSo) {
+  EXPECT_TRUE(NothingOfThisLifecycleLeft(NotFound("no such volume"), true));
+  EXPECT_TRUE(NothingOfThisLifecycleLeft(NotFound("no such volume"), false));
+  // Not ours (foreign, or another record's): only an unconfirmed create may
+  // drop its record over it; a provisioned volume must not vanish so.
+  EXPECT_TRUE(NothingOfThisLifecycleLeft(FailedPrecondition("not pillar's"), false));
+  EXPECT_TRUE(NothingOfThisLifecycleLeft(Aborted("another lifecycle"), false));
+  EXPECT_FALSE(NothingOfThisLifecycleLeft(FailedPrecondition("in use"), true));
+  EXPECT_FALSE(NothingOfThisLifecycleLeft(Aborted("another lifecycle"), true));
+  for (bool provisioned : {true, false}) {
+    EXPECT_FALSE(NothingOfThisLifecycleLeft(Unavailable("agent down"), provisioned));
+    EXPECT_FALSE(NothingOfThisLifecycleLeft(DeadlineExceeded("timeout"), provisioned));
+    EXPECT_FALSE(NothingOfThisLifecycleLeft(Internal("lvremove failed"), provisioned));
+  }
+}
+
 }  // namespace
 }  // namespace pillar::controller
