@@ -17,7 +17,7 @@
 #   pillar_csi W NAME METHOD JSON      csi-call against controller NAME
 #   pillar_reg W NAME METHOD JSON      csi-call against its registry
 #   pillar_ctl ARGS...                 pillarctl
-#   pillar_down W                      stops every pillar daemon of W
+#   pillar_down W                      stops every pillar daemon of W, detaches its pool's loop devices
 #
 # Daemons are started like lib.sh's (parent-death signal, pid files in
 # W/run, logs in W/logs), so a killed test leaves nothing behind.
@@ -109,5 +109,19 @@ pillar_down() {
   for f in "$1"/run/pillar-*.pid "$1"/run/controller-*.pid; do
     [[ -e $f ]] && _k8s_stop_one "$f"
   done
+  pillar_detach_loops "$1"
   return 0
+}
+
+# pillar_detach_loops W: detaches the loop devices the agent attached for W's
+# file pool. A storage node keeps them across agent restarts by design; a
+# test run leaves none behind (they outlive the deleted images otherwise).
+pillar_detach_loops() {
+  local dev back
+  for dev in /sys/block/loop*; do
+    [[ -r $dev/loop/backing_file ]] || continue
+    back=$(cat "$dev/loop/backing_file" 2>/dev/null) || continue
+    [[ $back == "$1/pool/"* ]] || continue
+    losetup -d "/dev/${dev##*/}" 2>/dev/null || true
+  done
 }
