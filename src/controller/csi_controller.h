@@ -13,6 +13,7 @@
 #include "controller/agent_client.h"
 #include "controller/leader.h"
 #include "controller/reconciler.h"
+#include "controller/requests.h"
 #include "csi/v1/csi.grpc.pb.h"
 #include "store/store.h"
 
@@ -90,65 +91,5 @@ class CsiController final : public csi::v1::Controller::Service {
   Clock& clock_;
   NamedLocks locks_;  // one CSI operation per volume at a time
 };
-
-// World-writable, as NFS provisioners commonly make a volume: under
-// root_squash a pod's root is nobody, and it must still be able to write.
-constexpr uint32_t kDefaultNfsRootMode = 0777;
-
-// Exposed for unit tests: the checks CreateVolume applies to its request.
-struct CreateParams {
-  std::string agent_ref;
-  std::string pool;
-  Protocol protocol = Protocol::kNvmeofTcp;
-  bool acl_enabled = true;
-  int64_t port = 0;
-  std::string bind_address;  // empty: the agent's address
-  std::string fs_type;
-  std::optional<int64_t> in_capsule_data_size;
-  std::map<std::string, std::string> backend_params;
-  // parameters.import=true: adopt existing, unmarked storage of the volume's
-  // name on the agent instead of creating it (recorded in spec.parameters).
-  bool import_existing = false;
-  std::string auth = kAuthNone;         // parameters.auth
-  std::optional<bool> nfs_root_squash;  // parameters.nfsRootSquash (absent: true)
-  // NFS: the new volume's root directory, from parameters.nfsRootMode
-  // (absent: kDefaultNfsRootMode) and parameters.nfsRootOwner ("uid:gid",
-  // absent: 0:0). Given to the agent once, at creation.
-  uint32_t nfs_root_mode = kDefaultNfsRootMode;
-  uint32_t nfs_root_uid = 0;
-  uint32_t nfs_root_gid = 0;
-};
-// The StorageClass parameters pillar knows besides the backend.* and
-// csi.storage.k8s.io/* prefixes; README, the chart's schema and
-// docs/in-band-auth.md are checked against it (tests/controller/desired_test.cc).
-const std::set<std::string>& KnownCreateParameters();
-StatusOr<CreateParams> ParseCreateParameters(
-    const google::protobuf::Map<std::string, std::string>& p);
-
-// A CreateVolume request checked whole before anything is recorded: its
-// parameters, the one access type of its capabilities, the size to provision
-// and the parameters as recorded in spec.parameters (for idempotency).
-// The volume ID (the record's name and the backend volume's) of a CSI volume
-// name: the name itself when it already is one (a lowercase DNS-1123 name
-// pillar's backends accept, as Kubernetes' "pvc-<uid>" is); any other name
-// (upper case, '_', up to the CSI limit of 128 bytes) folded to [a-z0-9-],
-// cut to 40 characters, plus '-' and 16 hex digits of its SHA-256, so the same
-// name always maps to the same ID. Such a volume records its CSI name in its
-// parameters (kCsiNameParameter): a create whose name maps to an ID held by
-// another name finds other parameters there and is ALREADY_EXISTS.
-std::string VolumeIdForName(const std::string& name);
-constexpr const char* kCsiNameParameter = "pillar-csi.bhyoo.com/csi-name";
-
-struct CreatePlan {
-  std::string volume_id;  // VolumeIdForName(request name)
-  CreateParams params;
-  std::string access_type;  // "block" or "mount"
-  Credentials credentials;  // from the request's secrets when parameters.auth is chap
-  int64_t size_bytes = 0;
-  nlohmann::json recorded_parameters = nlohmann::json::object();
-};
-StatusOr<CreatePlan> ParseCreateRequest(const csi::v1::CreateVolumeRequest& req);
-Status ValidateCapability(const csi::v1::VolumeCapability& cap, Protocol protocol,
-                          const std::string& field);
 
 }  // namespace pillar::controller

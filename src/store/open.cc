@@ -35,6 +35,18 @@ StatusOr<std::unique_ptr<Store>> OpenStore(const StoreUri& where) {
   return std::unique_ptr<Store>(std::move(sqlite));
 }
 
+StatusOr<OpenedStore> OpenStoreWithClient(const StoreUri& where) {
+  OpenedStore out;
+  if (where.backend == StoreUri::Backend::kKube) {
+    ASSIGN_OR_RETURN(auto kube, KubeStore::Open(where.path));
+    out.kube = &kube->client();
+    out.store = std::move(kube);
+    return out;
+  }
+  ASSIGN_OR_RETURN(out.store, OpenStore(where));
+  return out;
+}
+
 StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& uri) {
   ASSIGN_OR_RETURN(StoreUri where, ParseStoreUri(uri));
   return OpenStore(where);

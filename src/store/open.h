@@ -10,6 +10,10 @@
 #include "common/status.h"
 #include "store/store.h"
 
+namespace pillar::kube {
+class Client;
+}  // namespace pillar::kube
+
 namespace pillar::store {
 
 struct StoreUri {
@@ -22,6 +26,15 @@ struct StoreUri {
 StatusOr<StoreUri> ParseStoreUri(const std::string& uri);
 
 StatusOr<std::unique_ptr<Store>> OpenStore(const StoreUri& where);
+
+// A store with what a daemon on it may need besides the Store interface.
+struct OpenedStore {
+  std::unique_ptr<Store> store;
+  // The Kubernetes API server's client when the store is the Kubernetes one
+  // (owned by the store: valid as long as it is); null on SQLite.
+  kube::Client* kube = nullptr;
+};
+StatusOr<OpenedStore> OpenStoreWithClient(const StoreUri& where);
 StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& uri);
 
 }  // namespace pillar::store
