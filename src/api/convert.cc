@@ -318,4 +318,33 @@ StatusOr<AgentRecord> AgentFromJson(const Meta& meta, const json& spec, const js
   return a;
 }
 
+namespace {
+nlohmann::json& AsObject(nlohmann::json& status) {
+  if (!status.is_object()) status = nlohmann::json::object();
+  return status;
+}
+}  // namespace
+
+std::vector<Condition> StoredConditions(const nlohmann::json& status) {
+  if (!status.is_object() || !status.contains("conditions")) return {};
+  auto parsed = ConditionsFromJson(status["conditions"]);
+  return parsed.ok() ? std::move(parsed).value() : std::vector<Condition>{};
+}
+
+void SetStoredConditions(nlohmann::json& status, const std::vector<Condition>& conditions) {
+  AsObject(status)["conditions"] = ToJson(conditions);
+}
+
+bool SetStoredExportInfo(nlohmann::json& status, const ExportInfo& info) {
+  nlohmann::json want = ToJson(info);
+  nlohmann::json& s = AsObject(status);
+  if (s.value("exportInfo", nlohmann::json()) == want) return false;
+  s["exportInfo"] = std::move(want);
+  return true;
+}
+
+void SetStoredExportSpec(nlohmann::json& status, const ExportSpec& spec) {
+  AsObject(status)["exportSpec"] = ToJson(spec);
+}
+
 }  // namespace pillar::api

@@ -37,4 +37,16 @@ StatusOr<std::vector<Condition>> ConditionsFromJson(const nlohmann::json& j);
 nlohmann::json ToJson(const ExportInfo& e);
 StatusOr<ExportInfo> ExportInfoFromJson(const nlohmann::json& j);
 
+// Writes that touch one field of a volume's stored status and keep every
+// other field byte for byte as it is (what the reconciler and pillarctl's
+// repair write: another writer's fields, even ones this version does not
+// know, survive). `status` is made an object when it is not one.
+// The conditions of a stored status; none when it has none or they do not
+// fit the schema.
+std::vector<Condition> StoredConditions(const nlohmann::json& status);
+void SetStoredConditions(nlohmann::json& status, const std::vector<Condition>& conditions);
+// Returns whether the stored exportInfo changed.
+bool SetStoredExportInfo(nlohmann::json& status, const ExportInfo& info);
+void SetStoredExportSpec(nlohmann::json& status, const ExportSpec& spec);
+
 }  // namespace pillar::api

@@ -341,27 +341,15 @@ StatusOr<bool> ExportReconciler::WriteOutcome(const store::Object& obj, const ap
                                               const std::optional<api::ExportInfo>& info) {
   // Only the condition and exportInfo are touched; every other status field
   // stays byte-for-byte what the operator or the CSI path wrote.
-  std::vector<api::Condition> conds;
-  if (obj.status.contains("conditions")) {
-    auto parsed = api::ConditionsFromJson(obj.status["conditions"]);
-    if (parsed.ok()) conds = std::move(parsed).value();
-  }
+  std::vector<api::Condition> conds = api::StoredConditions(obj.status);
   const api::Condition* before = api::FindCondition(conds, cond.type);
   const bool transition =
       before == nullptr || before->status != cond.status || before->reason != cond.reason;
   bool changed = api::SetCondition(conds, cond, FormatRfc3339(clock_.Now()));
-  nlohmann::json status = obj.status.is_object() ? obj.status : nlohmann::json::object();
-  if (info) {
-    nlohmann::json ij = api::ToJson(*info);
-    if (status.value("exportInfo", nlohmann::json()) != ij) {
-      status["exportInfo"] = ij;
-      changed = true;
-    }
-  }
-  if (!changed) return false;
-  status["conditions"] = ToJson(conds);
   store::Object next = obj;
-  next.status = std::move(status);
+  if (info && api::SetStoredExportInfo(next.status, *info)) changed = true;
+  if (!changed) return false;
+  api::SetStoredConditions(next.status, conds);
   ASSIGN_OR_RETURN(store::Object written, store_.UpdateStatus(next));
   if (transition && options_.events != nullptr) {
     options_.events->Record({std::string(api::kGroup) + "/" + api::kVersion, api::kKindVolume,

@@ -241,8 +241,9 @@ int RepairExportSpec(store::Store& store, const RepairArgs& a) {
 
   store::Object next = obj;  // uid and resourceVersion pin the write to the snapshot
   // Only exportSpec is written; every other status field stays as it was.
-  next.status["exportSpec"] = api::ToJson(
-      api::ExportSpec{a.bind_address, std::stoll(a.port), a.acl_enabled == "true", std::nullopt});
+  const api::ExportSpec spec{a.bind_address, std::stoll(a.port), a.acl_enabled == "true",
+                             std::nullopt};
+  api::SetStoredExportSpec(next.status, spec);
   auto written = store.UpdateStatus(next);
   if (!written.ok()) {
     if (written.status().code() == Code::kAborted) {
@@ -251,7 +252,7 @@ int RepairExportSpec(store::Store& store, const RepairArgs& a) {
     }
     return Fail(written.status());
   }
-  std::cout << "recorded status.exportSpec " << next.status["exportSpec"].dump() << " on "
+  std::cout << "recorded status.exportSpec " << api::ToJson(spec).dump() << " on "
             << a.volume << " (uid " << obj.uid << ", resourceVersion " << obj.resource_version
             << " -> " << written->resource_version << "); backup in " << dir
             << "/pvst-backup.json\n";

@@ -242,3 +242,39 @@ TEST(CrdSchemaTest, RepositoryYamlIsWhatTheDefinitionGenerates) {
 
 }  // namespace
 }  // namespace pillar::api
+
+namespace pillar::api {
+namespace {
+
+TEST(StoredStatusTest, OneFieldWrittenEveryOtherKept) {
+  nlohmann::json status = {{"futureField", {{"x", 1}}}, {"deleting", true}};
+  ExportInfo info;
+  info.target_id = "nqn.2024-01.com.example:v";
+  info.address = "10.0.0.1";
+  info.port = 4420;
+  EXPECT_TRUE(SetStoredExportInfo(status, info));
+  EXPECT_FALSE(SetStoredExportInfo(status, info));  // the same again: no change
+  SetStoredConditions(status, {{kCondExportReconciled, "True", "Reconciled", "ok", "", 0}});
+  SetStoredExportSpec(status, ExportSpec{"10.0.0.1", 4420, true, std::nullopt});
+  EXPECT_EQ(status["futureField"], (nlohmann::json{{"x", 1}}));
+  EXPECT_EQ(status["deleting"], true);
+  ASSERT_EQ(StoredConditions(status).size(), 1u);
+  EXPECT_EQ(StoredConditions(status)[0].reason, "Reconciled");
+  auto back = ExportInfoFromJson(status["exportInfo"]);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->address, "10.0.0.1");
+  auto spec = ExportSpecFromJson(status["exportSpec"]);
+  ASSERT_TRUE(spec.ok());
+  EXPECT_EQ(spec->port, 4420);
+}
+
+TEST(StoredStatusTest, BadOrAbsentStatusIsTakenAsEmpty) {
+  EXPECT_TRUE(StoredConditions(nlohmann::json()).empty());
+  EXPECT_TRUE(StoredConditions(nlohmann::json{{"conditions", "not a list"}}).empty());
+  nlohmann::json status = "not an object";
+  SetStoredConditions(status, {});
+  EXPECT_TRUE(status.is_object());
+}
+
+}  // namespace
+}  // namespace pillar::api
