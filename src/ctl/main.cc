@@ -252,10 +252,9 @@ int RepairExportSpec(store::Store& store, const RepairArgs& a) {
     }
     return Fail(written.status());
   }
-  std::cout << "recorded status.exportSpec " << api::ToJson(spec).dump() << " on "
-            << a.volume << " (uid " << obj.uid << ", resourceVersion " << obj.resource_version
-            << " -> " << written->resource_version << "); backup in " << dir
-            << "/pvst-backup.json\n";
+  std::cout << "recorded status.exportSpec " << api::ToJson(spec).dump() << " on " << a.volume
+            << " (uid " << obj.uid << ", resourceVersion " << obj.resource_version << " -> "
+            << written->resource_version << "); backup in " << dir << "/pvst-backup.json\n";
 
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(a.timeout_seconds);
   std::string last;
