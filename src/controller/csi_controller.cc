@@ -4,6 +4,7 @@
 
 #include <limits>
 
+#include "common/connection_timing.h"
 #include "common/credentials.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
@@ -34,6 +35,14 @@ bool IsSingleNode(VolumeCapability::AccessMode::Mode m) {
          m == VolumeCapability::AccessMode::SINGLE_NODE_MULTI_WRITER;
 }
 
+std::map<std::string, std::string> TimingParameters(const nlohmann::json& recorded) {
+  std::map<std::string, std::string> out;
+  for (const auto& [k, v] : recorded.items()) {
+    if (IsConnectionTimingKey(k) && v.is_string()) out[k] = v.get<std::string>();
+  }
+  return out;
+}
+
 // The volume context contract (common/volume_context.h) of a volume, from
 // its record; the endpoint is the one the reconciler derived (exportInfo).
 VolumeContext ContextOf(const api::VolumeState& v) {
@@ -43,6 +52,11 @@ VolumeContext ContextOf(const api::VolumeState& v) {
   c.fs_type = v.spec.fs_type;
   // The node plugin then requires its NodeStage secrets.
   if (v.status.export_spec && v.status.export_spec->auth == kAuthChap) c.auth = kAuthChap;
+  // Recorded parameters were validated at CreateVolume; a record from before
+  // connection timing existed gets the defaults.
+  auto timing = ParseConnectionTiming(TimingParameters(v.spec.parameters), v.spec.protocol,
+                                      "parameters.", /*fill_defaults=*/true);
+  if (timing.ok()) c.timing = *timing;
   if (v.status.export_info) {
     c.target_id = v.status.export_info->target_id;
     c.address = v.status.export_info->address;
@@ -193,8 +207,8 @@ StatusOr<CreateParams> ParseCreateParameters(
     return it == p.end() ? "" : it->second;
   };
   for (const auto& [k, v] : p) {
-    if (KnownCreateParameters().count(k) == 0 && k.rfind("backend.", 0) != 0 &&
-        k.rfind("csi.storage.k8s.io/", 0) != 0) {
+    if (KnownCreateParameters().count(k) == 0 && !IsConnectionTimingKey(k) &&
+        k.rfind("backend.", 0) != 0 && k.rfind("csi.storage.k8s.io/", 0) != 0) {
       return InvalidArgument("parameters." + k + " is not a pillar parameter");
     }
     if (k.rfind("backend.", 0) == 0) out.backend_params[k.substr(8)] = v;
@@ -415,6 +429,9 @@ StatusOr<CreatePlan> ParseCreateRequest(const csi::v1::CreateVolumeRequest& req)
   }
   CreatePlan plan;
   ASSIGN_OR_RETURN(plan.params, ParseCreateParameters(req.parameters()));
+  RETURN_IF_ERROR(ParseConnectionTiming({req.parameters().begin(), req.parameters().end()},
+                                        plan.params.protocol, "parameters.", true)
+                      .status());
   CreateParams& params = plan.params;
   for (int i = 0; i < req.volume_capabilities_size(); ++i) {
     const auto& cap = req.volume_capabilities(i);
