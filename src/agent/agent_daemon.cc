@@ -139,7 +139,7 @@ void AddAgentFlags(CLI::App& app, AgentDaemonOptions& o) {
   app.add_option("--exports-dir", o.exports_dir, "exports.d directory for knfsd");
   app.add_option("--nfsd-proc", o.nfsd_proc, "nfsd's proc directory");
   app.add_option("--nfs-etab", o.nfs_etab,
-                 "knfsd's export table, watched to repair a wiped export at once (empty: off)");
+                 "knfsd's export table, watched to repair a wiped export at once");
   app.add_option("--nfs-etab-debounce-ms", o.nfs_etab_debounce_ms,
                  "quiet time after the export table's last change before the repair")
       ->check(CLI::Range(0, 10000));
