@@ -332,10 +332,23 @@ StatusOr<ExportReport> AgentCore::ApplyExport(const std::string& agent_volume_id
   RETURN_IF_ERROR(ValidateHosts(protocol, allowed_hosts));
   ASSIGN_OR_RETURN(Credentials creds,
                    ResolveCredentials(agent_volume_id, protocol, params, credentials));
-  ASSIGN_OR_RETURN(Backend * backend, FindPool(split.pool));
-  ASSIGN_OR_RETURN(Exporter * exporter, FindExporter(protocol));
+  RETURN_IF_ERROR(FindPool(split.pool).status());
+  RETURN_IF_ERROR(FindExporter(protocol).status());
 
   auto guard = volume_locks_.Lock(agent_volume_id);
+  return ApplyExportLocked(agent_volume_id, protocol, params, fence, allowed_hosts,
+                           std::move(creds), changes);
+}
+
+StatusOr<ExportReport> AgentCore::ApplyExportLocked(const std::string& agent_volume_id,
+                                                    Protocol protocol, const ExportParams& params,
+                                                    const FenceToken& fence,
+                                                    const std::vector<std::string>& allowed_hosts,
+                                                    Credentials creds,
+                                                    std::vector<std::string>* changes) {
+  ASSIGN_OR_RETURN(Split split, SplitId(agent_volume_id));
+  ASSIGN_OR_RETURN(Backend * backend, FindPool(split.pool));
+  ASSIGN_OR_RETURN(Exporter * exporter, FindExporter(protocol));
   // A stale writer learns nothing and changes nothing.
   RETURN_IF_ERROR(marks_.Check(agent_volume_id, fence.volume_uid, fence.publication_generation));
   auto vol = backend->Get(split.name);
@@ -398,9 +411,54 @@ StatusOr<ExportReport> AgentCore::ApplyExport(const std::string& agent_volume_id
                {"changes",
                 std::vector<std::string>(out->begin() + static_cast<long>(before), out->end())}});
   }
+  {
+    // Remembered only once applied: a repair rebuilds what the kernel had.
+    std::lock_guard<std::mutex> lock(applied_mu_);
+    applied_[agent_volume_id] = AppliedExport{protocol, params, fence, allowed_hosts};
+  }
   ASSIGN_OR_RETURN(auto actual, exporter->Get(agent_volume_id));
   if (!actual) return Internal("export " + agent_volume_id + " vanished right after apply");
   return Describe(protocol, std::move(*actual));
+}
+
+int AgentCore::RepairExports(Protocol protocol) {
+  std::map<std::string, AppliedExport> remembered;
+  {
+    std::lock_guard<std::mutex> lock(applied_mu_);
+    for (const auto& [id, a] : applied_) {
+      if (a.protocol == protocol) remembered.emplace(id, a);
+    }
+  }
+  int repaired = 0;
+  for (const auto& [id, a] : remembered) {
+    auto creds = ResolveCredentials(id, protocol, a.params, std::nullopt);
+    if (!creds.ok()) {
+      log::Warn("export not repaired", {{"volume", id}, {"error", creds.status().ToString()}});
+      continue;
+    }
+    auto guard = volume_locks_.Lock(id);
+    {
+      // Withdrawn (unexported) or re-applied since the snapshot: the
+      // controller's newer word stands, never this memory.
+      std::lock_guard<std::mutex> lock(applied_mu_);
+      auto it = applied_.find(id);
+      if (it == applied_.end() || !(it->second == a)) continue;
+    }
+    std::vector<std::string> changes;
+    auto r =
+        ApplyExportLocked(id, protocol, a.params, a.fence, a.hosts, std::move(*creds), &changes);
+    if (!r.ok()) {
+      // A fenced generation (ABORTED) ends here too: nothing is applied.
+      log::Warn("export not repaired", {{"volume", id}, {"error", r.status().ToString()}});
+      continue;
+    }
+    if (!changes.empty()) ++repaired;
+  }
+  if (repaired > 0) {
+    log::Info("exports repaired on a kernel event",
+              {{"protocol", ProtocolName(protocol)}, {"volumes", repaired}});
+  }
+  return repaired;
 }
 
 StatusOr<ExportReport> AgentCore::GetExport(const std::string& agent_volume_id, Protocol protocol) {
@@ -451,6 +509,11 @@ Status AgentCore::UnexportVolume(const std::string& agent_volume_id, Protocol pr
     return Status::Ok();
   }
   RETURN_IF_ERROR(marks_.Advance(agent_volume_id, fence.volume_uid, fence.publication_generation));
+  {
+    // Withdrawn: no repair may bring it back.
+    std::lock_guard<std::mutex> lock(applied_mu_);
+    applied_.erase(agent_volume_id);
+  }
   std::vector<std::string> local;
   std::vector<std::string>* out = changes != nullptr ? changes : &local;
   if (!exporter->StateToken().empty()) {

@@ -24,6 +24,7 @@ namespace pillar::agent {
 struct FenceToken {
   std::string volume_uid;
   int64_t publication_generation = 0;
+  bool operator==(const FenceToken&) const = default;
 };
 
 struct PoolInfo {
@@ -121,6 +122,13 @@ class AgentCore {
   Status UnexportVolume(const std::string& agent_volume_id, Protocol protocol,
                         const FenceToken& fence, std::vector<std::string>* changes);
 
+  // Re-applies every `protocol` export this process applied and was not
+  // since withdrawn (UnexportVolume), each with the fence it was applied
+  // with: a generation fenced since is refused like any stale writer. For a
+  // kernel event (knfsd's export table rewritten) that the controller's
+  // resync would only notice later. Returns how many volumes it changed.
+  int RepairExports(Protocol protocol);
+
   // Compares every exporter's state token with the last one seen and starts
   // a new epoch when any changed (module reload, nfsd restart). Cheap; run
   // periodically and on every Info().
@@ -137,6 +145,11 @@ class AgentCore {
   StatusOr<Exporter*> FindExporter(Protocol protocol);
   Status EnsureTargetLoaded(Exporter& exporter);
   StatusOr<ExportReport> Describe(Protocol protocol, ActualExport actual);
+  // ApplyExport after validation, with the volume's lock held.
+  StatusOr<ExportReport> ApplyExportLocked(const std::string& agent_volume_id, Protocol protocol,
+                                           const ExportParams& params, const FenceToken& fence,
+                                           const std::vector<std::string>& allowed_hosts,
+                                           Credentials creds, std::vector<std::string>* changes);
   Status ValidateHosts(Protocol protocol, const std::vector<std::string>& hosts);
   // The credentials an auth=chap export is to use (see ApplyExport); checks
   // only, writes nothing.
@@ -150,6 +163,17 @@ class AgentCore {
   std::map<Protocol, std::unique_ptr<Exporter>> exporters_;
 
   NamedLocks volume_locks_;  // one operation per agent volume id at a time
+
+  // What ApplyExport last applied per volume since this process started.
+  struct AppliedExport {
+    Protocol protocol;
+    ExportParams params;
+    FenceToken fence;
+    std::vector<std::string> hosts;
+    bool operator==(const AppliedExport&) const = default;
+  };
+  std::mutex applied_mu_;
+  std::map<std::string, AppliedExport> applied_;
 
   std::mutex epoch_mu_;
   std::string instance_id_;

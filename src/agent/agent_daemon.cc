@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
@@ -21,6 +22,7 @@
 #include "agent/exporters/nfs_exporter.h"
 #include "agent/exporters/nvmet_exporter.h"
 #include "agent/fencing/fencing_marks.h"
+#include "agent/file_event_watcher.h"
 #include "common/clock.h"
 #include "common/daemon.h"
 #include "common/exec.h"
@@ -136,6 +138,11 @@ void AddAgentFlags(CLI::App& app, AgentDaemonOptions& o) {
                  "credentials (0600) in <state-dir>/credentials");
   app.add_option("--exports-dir", o.exports_dir, "exports.d directory for knfsd");
   app.add_option("--nfsd-proc", o.nfsd_proc, "nfsd's proc directory");
+  app.add_option("--nfs-etab", o.nfs_etab,
+                 "knfsd's export table, watched to repair a wiped export at once");
+  app.add_option("--nfs-etab-debounce-ms", o.nfs_etab_debounce_ms,
+                 "quiet time after the export table's last change before the repair")
+      ->check(CLI::Range(0, 10000));
   app.add_option("--protocols", o.protocols, "protocols to serve")->delimiter(',');
   app.add_flag("--no-load-modules", o.no_load_modules, "never modprobe target modules");
   app.add_option("--epoch-check-interval", o.epoch_check_seconds,
@@ -220,7 +227,24 @@ int RunAgent(const AgentDaemonOptions& options, const AgentDaemonHooks& hooks) {
     Status s = fs.WriteFileAtomic(options.ready_file, std::to_string(bound_port) + "\n");
     if (!s.ok()) return fail(s);
   }
+  // knfsd's export table rewritten (exportfs -ua / -ra by another tool): the
+  // exports this agent applied come back at once; the controller's resync
+  // stays the backstop (and the only repair when the table cannot be
+  // watched).
+  std::unique_ptr<FileEventWatcher> etab_watcher;
+  if (std::find(protocols.begin(), protocols.end(), Protocol::kNfs) != protocols.end() &&
+      !options.nfs_etab.empty()) {
+    etab_watcher = std::make_unique<FileEventWatcher>(
+        options.nfs_etab, std::chrono::milliseconds(options.nfs_etab_debounce_ms),
+        [&core] { core.RepairExports(Protocol::kNfs); });
+    if (Status s = etab_watcher->Start(); !s.ok()) {
+      log::Warn("knfsd export table not watched; repairs wait for the controller's resync",
+                {{"error", s.ToString()}});
+      etab_watcher.reset();
+    }
+  }
   ServeUntilSignalled(core, signals, options.epoch_check_seconds);
+  if (etab_watcher) etab_watcher->Stop();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   log::Info("agent stopped");
   return 0;

@@ -30,6 +30,8 @@ struct AgentDaemonOptions {
   std::string state_dir = "/var/lib/pillar-csi/agent";
   std::string exports_dir = "/etc/exports.d";
   std::string nfsd_proc = "/proc/fs/nfsd";
+  std::string nfs_etab = "/var/lib/nfs/etab";
+  int nfs_etab_debounce_ms = 50;
   std::vector<std::string> protocols = {ProtocolName(Protocol::kNvmeofTcp),
                                         ProtocolName(Protocol::kIscsi),
                                         ProtocolName(Protocol::kNfs)};

@@ -36,6 +36,7 @@ ContextMap FormatVolumeContext(const VolumeContext& c) {
   if (!c.address.empty()) m[kAddress] = c.address;
   if (c.port != 0) m[kPort] = std::to_string(c.port);
   if (c.read_only) m[kReadOnly] = "true";
+  FormatConnectionTiming(c.timing, &m);
   return m;
 }
 
@@ -80,6 +81,8 @@ StatusOr<VolumeContext> ParseVolumeContext(const ContextMap& m) {
       RETURN_IF_ERROR(validate::Port(Field(kPort), value));
     c.port = value;
   }
+  ASSIGN_OR_RETURN(c.timing, ParseConnectionTiming(m, c.protocol, "volume context ",
+                                                   /*fill_defaults=*/false));
   switch (c.protocol) {
     case Protocol::kNvmeofTcp:
       RETURN_IF_ERROR(validate::Nqn(Field(kTargetId), c.target_id));

@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 
+#include "common/connection_timing.h"
 #include "common/protocol.h"
 #include "common/status.h"
 
@@ -24,6 +25,10 @@ struct VolumeContext {
   std::string address;     // "address": numeric IP
   int port = 0;            // "port": 0 for NFS means 2049
   bool read_only = false;  // "readonly": ControllerPublishVolume's flag (publish context)
+  // The StorageClass's connection timing (common/connection_timing.h, keys
+  // "nvmeReconnectDelay" ... "iscsiNoopOutTimeout"), the protocol's defaults
+  // filled in by the controller; unset fields leave the kernel's own.
+  ConnectionTiming timing;
 
   bool operator==(const VolumeContext&) const = default;
 };
@@ -37,7 +42,8 @@ ContextMap FormatVolumeContext(const VolumeContext& context);
 // Reads what FormatVolumeContext wrote, validating each key it finds
 // (INVALID_ARGUMENT "volume context <key> ..."). The endpoint must be whole:
 // targetID, address and (except for NFS) port together, each checked by its
-// protocol's grammar. Keys it does not know (the CO's own) are ignored.
+// protocol's grammar; timing keys are checked by ParseConnectionTiming (no
+// defaults filled). Keys it does not know (the CO's own) are ignored.
 StatusOr<VolumeContext> ParseVolumeContext(const ContextMap& map);
 
 }  // namespace pillar

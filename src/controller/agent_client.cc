@@ -86,9 +86,12 @@ StatusOr<std::shared_ptr<AgentClient>> GrpcAgentDirectory::Client(const std::str
       args.SetSslTargetNameOverride(endpoint.tls_server_name);
     }
   }
-  // Fail fast when an agent is down, so the condition says AgentUnavailable.
+  // Fail fast when an agent is down, so the condition says AgentUnavailable;
+  // retry the connection at least once a second, so a restarted agent is
+  // reached (and its lost target state rebuilt) within a second of its
+  // return, not after a backoff of up to 5 s (issue 28).
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 500);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 5000);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   auto channel = grpc::CreateCustomChannel(target, creds, args);
   auto client = std::make_shared<GrpcAgentClient>(agent_ref, channel, config_.timeout);
   clients_[agent_ref] = {endpoint, client};

@@ -2,6 +2,7 @@
 
 #include <limits>
 
+#include "common/connection_timing.h"
 #include "common/credentials.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
@@ -22,6 +23,14 @@ namespace {
 // ListVolumes' next_token: this, then the name of the page's last volume.
 constexpr std::string_view kListToken = "after:";
 
+std::map<std::string, std::string> TimingParameters(const nlohmann::json& recorded) {
+  std::map<std::string, std::string> out;
+  for (const auto& [k, v] : recorded.items()) {
+    if (IsConnectionTimingKey(k) && v.is_string()) out[k] = v.get<std::string>();
+  }
+  return out;
+}
+
 // The volume context contract (common/volume_context.h) of a volume, from
 // its record; the endpoint is the one the reconciler derived (exportInfo).
 VolumeContext ContextOf(const api::VolumeState& v) {
@@ -31,6 +40,11 @@ VolumeContext ContextOf(const api::VolumeState& v) {
   c.fs_type = v.spec.fs_type;
   // The node plugin then requires its NodeStage secrets.
   if (v.status.export_spec && v.status.export_spec->auth == kAuthChap) c.auth = kAuthChap;
+  // Recorded parameters were validated at CreateVolume; a record from before
+  // connection timing existed gets the defaults.
+  auto timing = ParseConnectionTiming(TimingParameters(v.spec.parameters), v.spec.protocol,
+                                      "parameters.", /*fill_defaults=*/true);
+  if (timing.ok()) c.timing = *timing;
   if (v.status.export_info) {
     c.target_id = v.status.export_info->target_id;
     c.address = v.status.export_info->address;

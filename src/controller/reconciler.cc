@@ -312,14 +312,21 @@ void ExportReconciler::ResyncLoop() {
   }
 }
 
+std::chrono::milliseconds ExportReconciler::NextEpochPoll(bool some_unreachable) const {
+  return some_unreachable
+             ? std::min(options_.epoch_poll_interval, options_.unreachable_poll_interval)
+             : options_.epoch_poll_interval;
+}
+
 void ExportReconciler::EpochLoop() {
+  bool some_unreachable = false;
   while (true) {
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, options_.epoch_poll_interval, [this] { return stopping_; });
+      cv_.wait_for(lock, NextEpochPoll(some_unreachable), [this] { return stopping_; });
       if (stopping_) return;
     }
-    PollEpochs();
+    some_unreachable = PollEpochs();
   }
 }
 
@@ -620,9 +627,10 @@ ResyncStats ExportReconciler::ResyncAll() {
   return stats;
 }
 
-void ExportReconciler::PollEpochs() {
+bool ExportReconciler::PollEpochs() {
   auto list = ReadAll(api::kKindAgent);
-  if (!list.ok()) return;
+  if (!list.ok()) return false;
+  bool some_unreachable = false;
   for (const auto& obj : *list) {
     auto rec = api::LoadAgent(obj);
     if (!rec.ok()) continue;
@@ -646,6 +654,7 @@ void ExportReconciler::PollEpochs() {
          reach.ok() ? "Connected" : "Unreachable",
          reach.ok() ? "agent answered GetInfo" : reach.message(), "", obj.generation},
         FormatRfc3339(clock_.Now()));
+    some_unreachable = some_unreachable || !reach.ok();
     bool epoch_changed = reach.ok() && epoch != rec->boot_epoch;
     std::string previous_epoch = rec->boot_epoch;
     if (changed || epoch_changed) {
@@ -665,6 +674,7 @@ void ExportReconciler::PollEpochs() {
       EnqueueKey(kAgentPrefix + obj.name);
     }
   }
+  return some_unreachable;
 }
 
 void ExportReconciler::AcquireAgent(const std::string& agent_ref) {

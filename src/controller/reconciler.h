@@ -39,6 +39,10 @@ struct ReconcilerOptions {
   std::chrono::milliseconds backoff_base{500};
   std::chrono::milliseconds backoff_max{std::chrono::seconds(30)};
   std::chrono::milliseconds epoch_poll_interval{std::chrono::seconds(5)};
+  // While an agent is unreachable it is polled this often instead: a
+  // restarted agent's new epoch (its target state to rebuild) is then
+  // noticed within this much of its return, not a whole poll interval.
+  std::chrono::milliseconds unreachable_poll_interval{250};
   // A volume record with no status at all is a create still in flight (the
   // Kubernetes store writes an object and its status in two requests): it is
   // left alone this long after its creationTimestamp, then judged as it is.
@@ -92,8 +96,11 @@ class ExportReconciler {
   ResyncStats ResyncAll();
 
   // Checks every agent's boot epoch; an agent whose epoch changed (restart,
-  // reboot, module reload) is resynced at once.
-  void PollEpochs();
+  // reboot, module reload) is resynced at once. Returns whether some agent
+  // did not answer.
+  bool PollEpochs();
+  // How long the epoch loop waits after a poll.
+  std::chrono::milliseconds NextEpochPoll(bool some_unreachable) const;
 
   void EnqueueVolume(const std::string& volume);
 

@@ -4,6 +4,7 @@
 
 #include <limits>
 
+#include "common/connection_timing.h"
 #include "common/protocol_proto.h"
 #include "common/validate.h"
 
@@ -98,8 +99,8 @@ StatusOr<CreateParams> ParseCreateParameters(
     return it == p.end() ? "" : it->second;
   };
   for (const auto& [k, v] : p) {
-    if (KnownCreateParameters().count(k) == 0 && k.rfind("backend.", 0) != 0 &&
-        k.rfind("csi.storage.k8s.io/", 0) != 0) {
+    if (KnownCreateParameters().count(k) == 0 && !IsConnectionTimingKey(k) &&
+        k.rfind("backend.", 0) != 0 && k.rfind("csi.storage.k8s.io/", 0) != 0) {
       return InvalidArgument("parameters." + k + " is not a pillar parameter");
     }
     if (k.rfind("backend.", 0) == 0) out.backend_params[k.substr(8)] = v;
@@ -254,6 +255,9 @@ StatusOr<CreatePlan> ParseCreateRequest(const csi::v1::CreateVolumeRequest& req)
   }
   CreatePlan plan;
   ASSIGN_OR_RETURN(plan.params, ParseCreateParameters(req.parameters()));
+  RETURN_IF_ERROR(ParseConnectionTiming({req.parameters().begin(), req.parameters().end()},
+                                        plan.params.protocol, "parameters.", true)
+                      .status());
   CreateParams& params = plan.params;
   for (int i = 0; i < req.volume_capabilities_size(); ++i) {
     const auto& cap = req.volume_capabilities(i);

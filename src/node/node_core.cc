@@ -41,6 +41,7 @@ StatusOr<RemoteTarget> ParseTarget(const Context& ctx) {
   t.target_id = std::move(c.target_id);
   t.address = std::move(c.address);
   t.port = c.port;
+  t.timing = c.timing;
   return t;
 }
 

@@ -24,8 +24,10 @@ std::string StageRecordToJson(const StageRecord& r) {
       {"device", r.device},
       {"state", r.state},
   };
-  if (r.target.ctrl_loss_tmo) j["ctrlLossTmo"] = *r.target.ctrl_loss_tmo;
-  if (r.target.reconnect_delay) j["reconnectDelay"] = *r.target.reconnect_delay;
+  // A self-healing reconnect after a restart connects with the same timing.
+  std::map<std::string, std::string> timing;
+  FormatConnectionTiming(r.target.timing, &timing);
+  if (!timing.empty()) j["timing"] = timing;
   return j.dump(2) + "\n";
 }
 
@@ -53,9 +55,13 @@ StatusOr<StageRecord> StageRecordFromJson(const std::string& text) {
   r.target.port = static_cast<int>(num("port", 0));
   r.target.nsid = num("nsid", 1);
   r.target.lun = num("lun", 0);
-  if (j.contains("ctrlLossTmo")) r.target.ctrl_loss_tmo = static_cast<int>(num("ctrlLossTmo", 0));
-  if (j.contains("reconnectDelay")) {
-    r.target.reconnect_delay = static_cast<int>(num("reconnectDelay", 0));
+  if (auto it = j.find("timing"); it != j.end() && it->is_object()) {
+    std::map<std::string, std::string> timing;
+    for (const auto& [k, v] : it->items()) {
+      if (v.is_string()) timing[k] = v.get<std::string>();
+    }
+    ASSIGN_OR_RETURN(r.target.timing, ParseConnectionTiming(timing, r.target.protocol,
+                                                            "stage record timing.", false));
   }
   r.block = flag("block");
   r.fs_type = str("fsType");

@@ -268,6 +268,37 @@ TEST_F(CsiControllerTest, ARefusedCreateLeavesNoRecordAndAnUnconfirmedOneIsNoVol
   EXPECT_EQ(store().Get(api::kKindVolume, "pvc-huge").status().code(), Code::kNotFound);
 }
 
+// Issue 28: connection timing is validated at CreateVolume, named when bad,
+// recorded, and carried in the volume context with the defaults filled in.
+TEST_F(CsiControllerTest, ConnectionTimingIsValidatedAndCarriedInTheVolumeContext) {
+  csi::v1::CreateVolumeRequest req;
+  req.set_name("pvc-timing");
+  req.mutable_capacity_range()->set_required_bytes(kGiB);
+  *req.add_volume_capabilities() = Capability();
+  (*req.mutable_parameters())["agent"] = kAgentRef;
+  (*req.mutable_parameters())["pool"] = "tank";
+  (*req.mutable_parameters())["protocol"] = "nvmeof-tcp";
+  csi::v1::CreateVolumeResponse resp;
+  for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
+           {"nvmeReconnectDelay", "0"}, {"iscsiReplacementTimeout", "600"}}) {
+    (*req.mutable_parameters())[key] = value;
+    grpc::Status s = csi_->CreateVolume(nullptr, &req, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << key;
+    EXPECT_NE(s.error_message().find("parameters." + key), std::string::npos) << s.error_message();
+    EXPECT_EQ(store().Get(api::kKindVolume, "pvc-timing").status().code(), Code::kNotFound);
+    req.mutable_parameters()->erase(key);
+  }
+  (*req.mutable_parameters())["nvmeCtrlLossTimeout"] = "1800";
+  grpc::Status s = csi_->CreateVolume(nullptr, &req, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  const auto& ctx = resp.volume().volume_context();
+  EXPECT_EQ(ctx.at("nvmeCtrlLossTimeout"), "1800") << "the StorageClass's choice";
+  EXPECT_EQ(ctx.at("nvmeReconnectDelay"), "1") << "pillar's default";
+  EXPECT_EQ(ctx.at("nvmeKeepAliveTimeout"), "5");
+  EXPECT_EQ(ctx.count("iscsiReplacementTimeout"), 0U);
+  EXPECT_EQ(Volume("pvc-timing").spec.parameters.value("nvmeCtrlLossTimeout", ""), "1800");
+}
+
 // Issue 11: every repeated field of a request is capped, refused by name
 // before anything is recorded; parameters.import must be a boolean.
 TEST_F(CsiControllerTest, RequestsOverTheCapsOrWithABadImportAreRefusedAndRecordNothing) {

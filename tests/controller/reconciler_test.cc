@@ -606,6 +606,20 @@ TEST_F(ReconcilerLoopTest, BootEpochChangeAloneReappliesTheAgentsExports) {
   EXPECT_EQ(Get(api::kKindAgent, kAgentRef).status.value("bootEpoch", ""), "epoch-2");
 }
 
+// Issue 28: a down agent is polled every unreachable_poll_interval, so its
+// restart is noticed within that of its return, not a whole poll interval.
+TEST_F(ReconcilerLoopTest, AnUnreachableAgentIsPolledSoonerUntilItAnswers) {
+  options_.epoch_poll_interval = std::chrono::seconds(5);
+  options_.unreachable_poll_interval = milliseconds(250);
+  EXPECT_FALSE(reconciler().PollEpochs()) << "the agent answers";
+  EXPECT_EQ(reconciler().NextEpochPoll(false), std::chrono::seconds(5));
+  agent_->FailWith(AgentCall::kGetInfo, Unavailable("agent down"));
+  EXPECT_TRUE(reconciler().PollEpochs());
+  EXPECT_EQ(reconciler().NextEpochPoll(true), milliseconds(250));
+  agent_->ClearFailure(AgentCall::kGetInfo);
+  EXPECT_FALSE(reconciler().PollEpochs());
+}
+
 TEST_F(ReconcilerLoopTest, EpochLoopNoticesARestartedAgentOnItsOwn) {
   options_.epoch_poll_interval = milliseconds(50);
   RegisterNode("node-a");

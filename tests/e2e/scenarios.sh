@@ -7,7 +7,7 @@
 # IP change); only processes are restarted, never a guest.
 #
 #   tests/e2e/scenarios.sh                 # all; exit != 0 on any FAIL
-#   E2E_ONLY="s1 s3" tests/e2e/scenarios.sh     # a subset (s1 .. s10; an unknown id is an error)
+#   E2E_ONLY="s1 s3" tests/e2e/scenarios.sh     # a subset (s1 .. s13; an unknown id is an error)
 #   PILLAR_E2E_SKIP_BUILD=1 ...                 # use the binaries as built
 #
 # Each scenario prints PASS/FAIL, then a timing table and the closing line
@@ -38,12 +38,13 @@ NODE_BIN="${PILLAR_E2E_NODE_BIN:-$BUILD/src/node/pillar-node}"
 CSI_CALL="$BUILD/tests/csi-call"
 STORE_EDIT="$BUILD/tests/store-edit"
 FH_FORGE="${PILLAR_E2E_FH_FORGE:-$BUILD/tests/fh-forge}"
+IO_PROBE="$BUILD/tests/io-probe"
 CTRL_SOCK=unix:///run/pillar/controller.sock
 NODE_SOCK=unix:///run/pillar/node.sock
 STORE=/var/lib/pillar-csi/controller/store.db
 POOL_DIR=/var/lib/pillar-e2e/pool
 VG=pillarvg
-SCENARIOS="s1 s2 s3 s4 s5 s6 s7 s8 s9 s10"
+SCENARIOS="s1 s2 s3 s4 s5 s6 s7 s8 s9 s10 s11 s12 s13"
 ONLY="${E2E_ONLY:-$SCENARIOS}"
 PASSED=0
 FAILED=0
@@ -265,13 +266,13 @@ same() { # WHAT A B
 
 # ------------------------------------------------------------------ setup
 
-start_agent() {
+start_agent() { # [EXTRA_AGENT_FLAGS...]
   vm_exec_bg storage bash "$GH" daemon pillar-agent /e2e/out/agent.log \
     "$AGENT_BIN" --listen=127.0.0.1:9500 \
     --tls-cert=/e2e/certs/agent.crt --tls-key=/e2e/certs/agent.key --tls-ca=/e2e/certs/ca.crt \
     --node-name=storage-1 --pool="demo=file:$POOL_DIR" --pool="$VG=lvm" \
     --state-dir=/var/lib/pillar-csi/agent --epoch-check-interval=1 \
-    --ready-file=/run/pillar-agent.ready --log-level=info >/dev/null
+    --ready-file=/run/pillar-agent.ready --log-level=info "$@" >/dev/null
   gh storage wait-file /run/pillar-agent.ready "$CEILING"
 }
 stop_agent() {
@@ -324,7 +325,8 @@ build_binaries() {
   [[ "${PILLAR_E2E_SKIP_BUILD:-0}" == 1 ]] && return 0
   [[ -f "$BUILD/CMakeCache.txt" ]] || cmake -S "$E2E_SRC" -B "$BUILD" -G Ninja >/dev/null
   cmake --build "$BUILD" -j"${PILLAR_E2E_JOBS:-1}" \
-    --target pillar-agent pillar-controller pillarctl pillar-node csi-call store-edit fh-forge >&2
+    --target pillar-agent pillar-controller pillarctl pillar-node csi-call store-edit fh-forge \
+    io-probe >&2
 }
 
 # ------------------------------------------------------------------ scenarios
@@ -1132,6 +1134,178 @@ s10() {
   delete s10-big
 }
 
+# ------------------------------------------------------------------ recovery timing (issue 28)
+
+# A consumer's I/O across a fault: io-probe (tests/tools/io_probe.cc) writes
+# 1 MiB O_DIRECT + fsync (or, for NFS, reads) every 100 ms until told to stop,
+# then verifies the bytes and prints "ios=.. errors=.. max_gap_ms=..
+# gap_end_us=.. verified=..". The gap and the repair time are figures, never
+# timed assertions.
+probe_start() { # GUEST write|read PATH: prints the background request id
+  vm_exec "$1" rm -f /run/io-probe.stop
+  vm_exec_bg "$1" "$IO_PROBE" "$2" "$3" /run/io-probe.stop
+}
+probe_stop() { # GUEST ID: prints the probe's line
+  vm_exec "$1" touch /run/io-probe.stop
+  vm_bg_wait "$1" "$2" "$CEILING"
+}
+field() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<<" $1"; }
+dmesg_mark() { vm_exec "$1" sh -c 'dmesg | wc -l'; }
+# The kernel's I/O errors (block layer, ext4, xfs, NFS) logged since MARK.
+dmesg_io_errors() { # GUEST MARK
+  vm_exec "$1" sh -c "dmesg | tail -n +$(($2 + 1)) | grep -E 'I/O error|EXT4-fs (error|warning)|read-only|XFS .*(error|shutdown)|blk_update_request' || true"
+}
+# probe_check GUEST OUT MARK WHAT: identical bytes, no kernel I/O error.
+probe_check() {
+  local err
+  [[ "$(field "$2" verified)" == ok ]] || fail "$4: the bytes read back differ from those written ($2)"
+  err="$(dmesg_io_errors "$1" "$3")"
+  [[ -z "$err" ]] || fail "$4: kernel I/O errors on $1: $err"
+  step "$4: bytes identical, no kernel I/O error"
+}
+writable() { # GUEST VOL
+  vm_exec "$1" sh -c 'echo ok >"$1/after-fault" && sync && [ "$(findmnt -no OPTIONS "$2" | cut -d, -f1)" = rw ]' \
+    sh "$(target "$2")" "$(staging "$2")" || fail "$2: the filesystem is not writable after the fault"
+  step "$2: filesystem writable after the fault"
+}
+# nvmet_rebuilt NQN HOSTNQN: the nvmet export is back (port link, namespace, ACL).
+nvmet_rebuilt_cmd='[[ -L "/sys/kernel/config/nvmet/subsystems/$1/allowed_hosts/$2" ]] &&
+  ls /sys/kernel/config/nvmet/ports/*/subsystems/ | grep -qxF "$1" &&
+  [[ "$(cat "/sys/kernel/config/nvmet/subsystems/$1/namespaces/1/enable")" == 1 ]]'
+
+# 11. NVMe/TCP, ext4: nvmet unloaded on the storage node under a writer;
+#     once with nvme-cli's own reconnect delay (10 s, the stall of issue 28)
+#     and once with pillar's default (1 s).
+s11_run() { # VOL LABEL
+  local vol="$1" label="$2" nqn ctrl t0 ms id out mark gap
+  attach "$vol" consumer-a
+  nqn="$(vctx "$vol" targetID)"
+  ctrl="$(vm_exec consumer-a sh -c 'for c in /sys/class/nvme/nvme*; do [ "$(cat $c/subsysnqn)" = "$1" ] && echo $c; done' sh "$nqn" | head -1)"
+  step "$vol: $ctrl reconnect_delay=$(vm_exec consumer-a sh -c "cat $ctrl/reconnect_delay || echo n/a") ctrl_loss_tmo=$(vm_exec consumer-a sh -c "cat $ctrl/ctrl_loss_tmo || echo n/a")"
+  mark="$(dmesg_mark consumer-a)"
+  id="$(probe_start consumer-a write "$(data_path "$vol")")"
+  e2e__sleep 2
+  t0=$(gh storage now)
+  gh storage nvmet-unload
+  ms="$(wait_until "$t0" "$CEILING" bash -c "$nvmet_rebuilt_cmd" bash "$nqn" "$(vm_hostnqn consumer-a)")" ||
+    fail "nvmet export of $nqn not rebuilt"
+  metric "s11 $label: nvmet unload -> export rebuilt (repair)" "$ms"
+  # Until the writer has resumed (a 10 s reconnect delay), then 2 s more.
+  wait_until_resumed consumer-a
+  e2e__sleep 2
+  out="$(probe_stop consumer-a "$id")" || fail "io-probe: $out"
+  step "$vol probe: $out"
+  [[ "$(field "$out" errors)" == 0 ]] || fail "$vol: the writer saw I/O errors ($out)"
+  probe_check consumer-a "$out" "$mark" "$vol"
+  writable consumer-a "$vol"
+  gap="$(field "$out" max_gap_ms)"
+  metric "s11 $label: longest gap between the writer's I/Os (stall)" "$gap"
+  step "figure: s11 $label: stall - repair = $((gap - ms)) ms (guest clocks)"
+  detach "$vol" consumer-a
+  delete "$vol"
+}
+# Waits until every NVMe controller of GUEST is live again (or gives up after
+# CEILING; the probe's own figures tell the rest).
+wait_until_resumed() { # GUEST
+  local i
+  for ((i = 0; i < CEILING * 2; i++)); do
+    vm_exec "$1" sh -c 'f=$(ls -t /sys/class/nvme/*/state 2>/dev/null); for s in $f; do [ "$(cat $s)" = live ] || exit 1; done' && return 0
+    e2e__sleep 0.5
+  done
+}
+s11() {
+  create s11-nvme-old nvmeof-tcp fs demo '"nvmeReconnectDelay":"10"'
+  [[ "$(vctx s11-nvme-old nvmeReconnectDelay)" == 10 ]] || fail "volume context lacks nvmeReconnectDelay 10: ${V_CTX[s11-nvme-old]}"
+  s11_run s11-nvme-old "reconnect delay 10 s (nvme-cli default)"
+  create s11-nvme nvmeof-tcp fs demo
+  [[ "$(vctx s11-nvme nvmeReconnectDelay)" == 1 && "$(vctx s11-nvme nvmeCtrlLossTimeout)" == 600 ]] ||
+    fail "volume context lacks pillar's default timing: ${V_CTX[s11-nvme]}"
+  s11_run s11-nvme "reconnect delay 1 s (pillar default)"
+  # A parameter of the other protocol is refused, naming it.
+  local out
+  if out="$(ctl CreateVolume "$(jq -cn --argjson cap "$(cap_json fs)" '{name:"s11-bad", capacityRange:{requiredBytes:"67108864"}, volumeCapabilities:[$cap], parameters:{agent:"storage-1", pool:"demo", protocol:"nvmeof-tcp", iscsiReplacementTimeout:"600"}}')" 2>&1)"; then
+    fail "CreateVolume took iscsiReplacementTimeout on an nvmeof-tcp volume"
+  fi
+  [[ "$out" == *iscsiReplacementTimeout* ]] || fail "the refusal does not name the parameter: $out"
+  step "iscsiReplacementTimeout on nvmeof-tcp refused: ${out:0:160}"
+}
+
+# 12. iSCSI, ext4 on LVM: the agent stopped, LIO wiped, the agent started
+#     again, under a writer. The repair is bounded by the agent's restart.
+s12() {
+  create s12-iscsi iscsi fs "$VG"
+  attach s12-iscsi consumer-a
+  local iqn t0 ts ms id out mark gap sess
+  iqn="$(vctx s12-iscsi targetID)"
+  sess="$(vm_exec consumer-a sh -c 'for s in /sys/class/iscsi_session/session*; do [ "$(cat $s/targetname)" = "$1" ] && echo $s; done' sh "$iqn" | head -1)"
+  step "session $sess: recovery_tmo=$(vm_exec consumer-a sh -c "cat $sess/recovery_tmo || echo n/a") ping_tmo/recv_tmo=$(vm_exec consumer-a sh -c "cat $sess/device/connection*/iscsi_connection/*/ping_tmo $sess/device/connection*/iscsi_connection/*/recv_tmo 2>/dev/null | tr '\n' /")"
+  mark="$(dmesg_mark consumer-a)"
+  id="$(probe_start consumer-a write "$(data_path s12-iscsi)")"
+  e2e__sleep 2
+  t0=$(gh storage now)
+  stop_agent
+  metric "s12 agent stop (SIGTERM -> exit)" "$((($(gh storage now) - t0) / 1000))"
+  gh storage lio-clear
+  ts=$(gh storage now)
+  start_agent
+  metric "s12 agent start -> serving (ready file)" "$((($(gh storage now) - ts) / 1000))"
+  ms="$(wait_until "$t0" "$CEILING" bash -c '[[ "$(cat /sys/kernel/config/target/iscsi/$1/tpgt_1/enable 2>/dev/null)" == 1 &&
+    -d /sys/kernel/config/target/iscsi/$1/tpgt_1/acls/$2 && -d /sys/kernel/config/target/iscsi/$1/tpgt_1/lun/lun_0 ]]' bash "$iqn" "$(vm_iqn consumer-a)")" ||
+    fail "LIO export of $iqn not rebuilt"
+  metric "s12 agent stop, LIO wiped -> export rebuilt (repair)" "$ms"
+  metric "s12 agent start -> export rebuilt" "$((ms - (ts - t0) / 1000))"
+  e2e__sleep 4
+  out="$(probe_stop consumer-a "$id")" || fail "io-probe: $out"
+  step "probe: $out"
+  [[ "$(field "$out" errors)" == 0 ]] || fail "the writer saw I/O errors ($out)"
+  probe_check consumer-a "$out" "$mark" s12-iscsi
+  writable consumer-a s12-iscsi
+  gap="$(field "$out" max_gap_ms)"
+  metric "s12 longest gap between the writer's I/Os (stall)" "$gap"
+  step "figure: s12 stall - repair = $((gap - ms)) ms (guest clocks)"
+  detach s12-iscsi consumer-a
+  delete s12-iscsi
+}
+
+# 13. NFS: the export table wiped (exportfs -ua) three times with the agent
+#     up, under a reader; first with the table unwatched (--nfs-etab in a
+#     directory that does not exist: the resync repairs), then watched (the
+#     agent repairs on the event).
+s13_wipes() { # LABEL
+  local path i t0 ms id out mark worst=0
+  path="$(vctx s13-nfs targetID)"
+  mark="$(dmesg_mark consumer-a)"
+  id="$(probe_start consumer-a read "$(data_path s13-nfs)")"
+  e2e__sleep 1
+  for i in 1 2 3; do
+    t0=$(gh storage now)
+    vm_exec storage exportfs -ua
+    ms="$(wait_until "$t0" "$CEILING" bash "$GH" nfs-has "$path" "$A_IP")" || fail "export of $path not rebuilt"
+    metric "s13 $1: exportfs -ua #$i -> export back (repair)" "$ms"
+    ((ms > worst)) && worst=$ms
+    e2e__sleep 2
+  done
+  out="$(probe_stop consumer-a "$id")" || fail "io-probe: $out"
+  step "probe: $out"
+  probe_check consumer-a "$out" "$mark" "s13 $1"
+  metric "s13 $1: longest gap between the reader's successful reads" "$(field "$out" max_gap_ms)"
+  step "figure: s13 $1: failed reads $(field "$out" errors) (first: $(field "$out" first_error)), worst repair $worst ms"
+}
+s13() {
+  create s13-nfs nfs nfs demo '"nfsRootSquash":"false"'
+  attach s13-nfs consumer-a
+  fill consumer-a "$(data_path s13-nfs)" 1 >/dev/null
+  stop_agent
+  start_agent --nfs-etab=/run/pillar-no-etab-watch/etab # a directory that does not exist: unwatched
+  s13_wipes "unwatched (resync only)"
+  stop_agent
+  start_agent
+  s13_wipes "watched (agent repairs on the event)"
+  writable consumer-a s13-nfs
+  detach s13-nfs consumer-a
+  delete s13-nfs
+}
+
 # ------------------------------------------------------------------ main
 
 # E2E_ONLY must name scenarios that exist: a typo is an error, not "0 passed".
@@ -1167,7 +1341,7 @@ on_exit() {
 }
 
 # Scenarios that use consumer-a only; a run of just these boots two guests.
-ONE_CONSUMER="s8 s9 s10"
+ONE_CONSUMER="s8 s9 s10 s11 s12 s13"
 needs_consumer_b() {
   local id
   for id in $ONLY; do
@@ -1184,7 +1358,7 @@ main() {
   t0=$(e2e__now)
   build_binaries
   local b
-  for b in "$AGENT_BIN" "$CONTROLLER_BIN" "$PILLARCTL" "$NODE_BIN" "$CSI_CALL" "$STORE_EDIT" "$FH_FORGE"; do
+  for b in "$AGENT_BIN" "$CONTROLLER_BIN" "$PILLARCTL" "$NODE_BIN" "$CSI_CALL" "$STORE_EDIT" "$FH_FORGE" "$IO_PROBE"; do
     [[ -x "$b" ]] || e2e_die "missing $b (build it: cmake --build $BUILD --target $(basename "$b"))"
   done
   phase_time "build (binaries)" "$t0"
@@ -1225,6 +1399,9 @@ main() {
   run_scenario s8 "in-band auth: iSCSI CHAP, NVMe DH-HMAC-CHAP, NFS root_squash and volume root" s8
   run_scenario s9 "NFS: a forged file handle cannot reach another volume of the file system" s9
   run_scenario s10 "thick LVM: a new or expanded volume reads zeros, never old data" s10
+  run_scenario s11 "recovery timing: nvmet unload under a writer (reconnect delay 10 s vs 1 s)" s11
+  run_scenario s12 "recovery timing: LIO wiped, agent restarted, under a writer" s12
+  run_scenario s13 "recovery timing: knfsd exports wiped with the agent up, under a reader" s13
   # Last: it changes a consumer's address (and can leave pillar-node stuck).
   run_scenario s4 "consumer IP change: NFS rule follows, other unpublish leaves it" s4
 

@@ -200,6 +200,46 @@ TEST_F(NodeIscsiTest, ChapIsWrittenToTheNodeRecordBetweenDiscoveryAndLoginNeverO
   EXPECT_EQ(ReadText(other_portal), record) << "another portal's record is left alone";
 }
 
+TEST_F(NodeIscsiTest, ConnectionTimingIsWrittenToTheNodeRecordBeforeLogin) {
+  const std::string record =
+      "# BEGIN RECORD 2.1.8\n"
+      "node.name = iqn.2026-01.com.bhyoo.pillar:tank.pvc-1\n"
+      "node.session.timeo.replacement_timeout = 120\n"
+      "node.session.auth.authmethod = None\n"
+      "node.conn[0].timeo.noop_out_interval = 5\n"
+      "# END RECORD\n";
+  std::string ours;
+  std::string record_at_login;
+  exec_.On({"iscsiadm", "-m", "discovery"}, [&](const Command&) -> StatusOr<ExecResult> {
+    ours = AddNodeRecord("10.0.0.1,3260,1", record);
+    return ExecResult{0, std::string("10.0.0.1:3260,1 ") + kIqn + "\n", ""};
+  });
+  exec_.On({"iscsiadm", "-m", "node"}, [&](const Command& c) -> StatusOr<ExecResult> {
+    if (c.argv.back() == "--login") {
+      record_at_login = ReadText(ours);
+      sys_.AddSession(1, 2, kIqn, "10.0.0.1", 3260);
+      sys_.AddLun(1, 0, "sdb");
+    }
+    return ExecResult{0, "", ""};
+  });
+  RemoteTarget t = Target();
+  t.timing.iscsi_replacement_timeout = 600;
+  t.timing.iscsi_noop_out_interval = 3;
+  t.timing.iscsi_noop_out_timeout = 4;
+  auto a = Attacher();
+  auto dev = a.Attach(t);
+  ASSERT_TRUE(dev.ok()) << dev.status().ToString();
+  // The old values are replaced, the CHAP lines (no credentials) kept.
+  EXPECT_EQ(record_at_login,
+            "# BEGIN RECORD 2.1.8\n"
+            "node.name = iqn.2026-01.com.bhyoo.pillar:tank.pvc-1\n"
+            "node.session.auth.authmethod = None\n"
+            "# END RECORD\n"
+            "node.session.timeo.replacement_timeout = 600\n"
+            "node.conn[0].timeo.noop_out_interval = 3\n"
+            "node.conn[0].timeo.noop_out_timeout = 4\n");
+}
+
 TEST_F(NodeIscsiTest, NoNodeRecordAfterDiscoveryIsAClearErrorAndNoLogin) {
   exec_.OnOutput({"iscsiadm", "-m", "discovery"}, std::string("10.0.0.1:3260,1 ") + kIqn + "\n");
   RemoteTarget t = Target();

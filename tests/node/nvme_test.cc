@@ -155,15 +155,21 @@ TEST_F(NodeNvmeTest, ConnectOptionsAreExactAndCarryNoStrayComma) {
   const std::string host_id = "5d1b5a2e-8a5b-4bd5-9c1e-0c7b1f1a2b3c";
   EXPECT_EQ(OrText(NvmeAttacher::ConnectOptions(t, kHostNqn, host_id)),
             base + ",hostid=" + host_id);
-  t.ctrl_loss_tmo = 60;
-  t.reconnect_delay = 2;
+  // The volume context's connection timing reaches the kernel by its
+  // option names.
+  t.timing.nvme_ctrl_loss_tmo = 60;
+  t.timing.nvme_reconnect_delay = 2;
   EXPECT_EQ(OrText(NvmeAttacher::ConnectOptions(t, kHostNqn, "")),
-            base + ",ctrl_loss_tmo=60,reconnect_delay=2");
+            base + ",reconnect_delay=2,ctrl_loss_tmo=60");
+  t.timing.nvme_keep_alive_tmo = 5;
+  EXPECT_EQ(OrText(NvmeAttacher::ConnectOptions(t, kHostNqn, "")),
+            base + ",reconnect_delay=2,ctrl_loss_tmo=60,keep_alive_tmo=5");
+  t.timing.nvme_keep_alive_tmo.reset();
   t.credentials.secret = "DHHC-1:00:a:";
   t.credentials.mutual_secret = "DHHC-1:00:b:";
   EXPECT_EQ(OrText(NvmeAttacher::ConnectOptions(t, kHostNqn, "")),
             base +
-                ",ctrl_loss_tmo=60,reconnect_delay=2,dhchap_secret=DHHC-1:00:a:,"
+                ",reconnect_delay=2,ctrl_loss_tmo=60,dhchap_secret=DHHC-1:00:a:,"
                 "dhchap_ctrl_secret=DHHC-1:00:b:");
   // A value that would add an option of its own is refused, naming the
   // field and never the value (it may be a key).

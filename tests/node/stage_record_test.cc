@@ -20,8 +20,8 @@ TEST(NodeStageRecords, RoundTripAndList) {
   r.volume_id = "pvc-1";
   r.staging_path = "/var/lib/kubelet/plugins/x/globalmount";
   r.target = {
-      Protocol::kNvmeofTcp, "nqn.2026-01.com.bhyoo.pillar:tank.pvc-1", "fd00::1", 4420, 3, 0, 60,
-      std::nullopt};
+      Protocol::kNvmeofTcp, "nqn.2026-01.com.bhyoo.pillar:tank.pvc-1", "fd00::1", 4420, 3, 0};
+  r.target.timing.nvme_ctrl_loss_tmo = 60;
   r.fs_type = "xfs";
   r.mount_flags = {"noatime"};
   r.device = "/dev/nvme0n3";
@@ -31,8 +31,8 @@ TEST(NodeStageRecords, RoundTripAndList) {
   auto back = reopened.Get("pvc-1");
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->target.nsid, 3);
-  EXPECT_EQ(back->target.ctrl_loss_tmo, 60);
-  EXPECT_FALSE(back->target.reconnect_delay.has_value());
+  EXPECT_EQ(back->target.timing.nvme_ctrl_loss_tmo, 60);
+  EXPECT_FALSE(back->target.timing.nvme_reconnect_delay.has_value());
   EXPECT_EQ(back->target.address, "fd00::1");
   EXPECT_EQ(back->mount_flags, (std::vector<std::string>{"noatime"}));
   EXPECT_EQ(back->device, "/dev/nvme0n3");

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "common/connection_timing.h"
 #include "common/credentials.h"
 #include "common/protocol.h"
 #include "common/status.h"
@@ -24,8 +25,9 @@ struct RemoteTarget {
   // target, 0: the target names the volume, these only name the device.
   int64_t nsid = 1;
   int64_t lun = 0;
-  std::optional<int> ctrl_loss_tmo;    // nvme connect --ctrl-loss-tmo
-  std::optional<int> reconnect_delay;  // nvme connect --reconnect-delay
+  // From the volume context: nvme connect's reconnect delay, controller-loss
+  // and keep-alive timeouts; the iSCSI node record's timeouts.
+  ConnectionTiming timing;
   // auth=chap volumes: from the NodeStage secrets; never written to a stage
   // record or a log (a reconnect after a restart relies on what the kernel
   // or open-iscsi's node database already holds).

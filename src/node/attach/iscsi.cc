@@ -130,7 +130,8 @@ std::string IscsiAttacher::Portal(const RemoteTarget& t) {
 
 namespace {
 
-// The CHAP keys pillar sets; every other setting of a record is kept.
+// The CHAP keys pillar sets (all replaced together, so no stale mutual pair
+// survives a change to one-way CHAP).
 bool IsAuthKey(std::string_view key) {
   for (std::string_view k :
        {"node.session.auth.authmethod", "node.session.auth.username", "node.session.auth.password",
@@ -142,7 +143,7 @@ bool IsAuthKey(std::string_view key) {
 
 }  // namespace
 
-std::string IscsiAttacher::WithAuth(
+std::string IscsiAttacher::WithSettings(
     std::string_view record, const std::vector<std::pair<std::string, std::string>>& settings) {
   std::string out;
   size_t pos = 0;
@@ -152,7 +153,9 @@ std::string IscsiAttacher::WithAuth(
     std::string_view line = record.substr(pos, end - pos);
     pos = end + 1;
     std::string key = TrimSpace(line.substr(0, line.find('=')));
-    if (line.find('=') != std::string_view::npos && IsAuthKey(key)) continue;
+    bool replaced = IsAuthKey(key) && !settings.empty() && IsAuthKey(settings.front().first);
+    for (const auto& setting : settings) replaced = replaced || setting.first == key;
+    if (line.find('=') != std::string_view::npos && replaced) continue;
     out.append(line);
     out += '\n';
   }
@@ -196,22 +199,37 @@ StatusOr<std::vector<std::string>> IscsiAttacher::NodeRecords(const RemoteTarget
   return out;
 }
 
-// The node records discovery made get the session's CHAP settings before
-// login, written into open-iscsi's root-only node database directly (as
-// `iscsiadm -o update` would, but with no secret on any argv). Without
-// credentials (auth none, or a self-healing relogin, which has none) the
-// records are left as they are.
-Status IscsiAttacher::SetNodeAuth(const RemoteTarget& t, const std::string& portal) {
+// The node records discovery made get the session's CHAP settings and the
+// volume's connection timing before login, written into open-iscsi's
+// root-only node database directly (as `iscsiadm -o update` would, but with
+// no secret on any argv). Without credentials (auth none, or a self-healing
+// relogin, which has none) the CHAP lines are left as they are.
+Status IscsiAttacher::SetNodeRecord(const RemoteTarget& t, const std::string& portal) {
   const Credentials& c = t.credentials;
-  if (c.secret.empty()) return Status::Ok();
-  std::vector<std::pair<std::string, std::string>> settings = {
-      {"node.session.auth.authmethod", "CHAP"},
-      {"node.session.auth.username", c.username},
-      {"node.session.auth.password", c.secret}};
-  if (!c.mutual_secret.empty()) {
-    settings.emplace_back("node.session.auth.username_in", c.mutual_username);
-    settings.emplace_back("node.session.auth.password_in", c.mutual_secret);
+  std::vector<std::pair<std::string, std::string>> settings;
+  if (!c.secret.empty()) {
+    settings = {{"node.session.auth.authmethod", "CHAP"},
+                {"node.session.auth.username", c.username},
+                {"node.session.auth.password", c.secret}};
+    if (!c.mutual_secret.empty()) {
+      settings.emplace_back("node.session.auth.username_in", c.mutual_username);
+      settings.emplace_back("node.session.auth.password_in", c.mutual_secret);
+    }
   }
+  const ConnectionTiming& timing = t.timing;
+  if (timing.iscsi_replacement_timeout) {
+    settings.emplace_back("node.session.timeo.replacement_timeout",
+                          std::to_string(*timing.iscsi_replacement_timeout));
+  }
+  if (timing.iscsi_noop_out_interval) {
+    settings.emplace_back("node.conn[0].timeo.noop_out_interval",
+                          std::to_string(*timing.iscsi_noop_out_interval));
+  }
+  if (timing.iscsi_noop_out_timeout) {
+    settings.emplace_back("node.conn[0].timeo.noop_out_timeout",
+                          std::to_string(*timing.iscsi_noop_out_timeout));
+  }
+  if (settings.empty()) return Status::Ok();
   for (const auto& [name, value] : settings) {
     for (char ch : value) {
       if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) {
@@ -227,10 +245,10 @@ Status IscsiAttacher::SetNodeAuth(const RemoteTarget& t, const std::string& port
                          text.status().message());
     }
     // WriteFileAtomic creates the file 0600, as iscsiadm does.
-    Status w = fs_.WriteFileAtomic(path, WithAuth(*text, settings));
+    Status w = fs_.WriteFileAtomic(path, WithSettings(*text, settings));
     if (!w.ok()) {
-      return Unavailable("cannot write the CHAP settings of " + t.target_id + " at " + portal +
-                         " to " + path + " (" + RedactSecrets(w.message(), c) + ")");
+      return Unavailable("cannot write the settings of " + t.target_id + " at " + portal + " to " +
+                         path + " (" + RedactSecrets(w.message(), c) + ")");
     }
   }
   return Status::Ok();
@@ -245,7 +263,7 @@ Status IscsiAttacher::Login(const RemoteTarget& t) {
   if (!d.ok() || d->exit_code != 0) {
     return Unavailable("iscsiadm discovery at " + portal + " failed (" + ErrText(d) + ")");
   }
-  RETURN_IF_ERROR(SetNodeAuth(t, portal));
+  RETURN_IF_ERROR(SetNodeRecord(t, portal));
   Command login{
       {"iscsiadm", "-m", "node", "-T", t.target_id, "-p", portal, "--login"}, {}, kIscsiadmTimeout};
   auto l = exec_.Run(login);

@@ -69,14 +69,15 @@ class IscsiAttacher : public BlockAttacher {
   // "10.0.0.1:3260" or "[fd00::1]:3260".
   static std::string Portal(const RemoteTarget& t);
 
-  // A node record's text with its CHAP settings replaced by `settings`
-  // (every other line kept as it was). Public for tests.
-  static std::string WithAuth(std::string_view record,
-                              const std::vector<std::pair<std::string, std::string>>& settings);
+  // A node record's text with `settings` in place of the lines of the same
+  // keys, and of every CHAP line when `settings` starts with CHAP ones (every
+  // other line kept as it was). Public for tests.
+  static std::string WithSettings(std::string_view record,
+                                  const std::vector<std::pair<std::string, std::string>>& settings);
 
  private:
   Status Login(const RemoteTarget& t);
-  Status SetNodeAuth(const RemoteTarget& t, const std::string& portal);
+  Status SetNodeRecord(const RemoteTarget& t, const std::string& portal);
   // The node record files of t's target at t's portal (any TPG, any iface).
   StatusOr<std::vector<std::string>> NodeRecords(const RemoteTarget& t);
   std::optional<std::string> FindDevice(const RemoteTarget& t);

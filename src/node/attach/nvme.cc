@@ -48,11 +48,18 @@ StatusOr<std::string> NvmeAttacher::ConnectOptions(const RemoteTarget& t,
   RETURN_IF_ERROR(add("nqn", "targetID", t.target_id));
   RETURN_IF_ERROR(add("hostnqn", "host NQN", host_nqn));
   if (!host_id.empty()) RETURN_IF_ERROR(add("hostid", "host ID", host_id));
-  if (t.ctrl_loss_tmo) {
-    RETURN_IF_ERROR(add("ctrl_loss_tmo", "ctrlLossTmo", std::to_string(*t.ctrl_loss_tmo)));
+  const ConnectionTiming& timing = t.timing;
+  if (timing.nvme_reconnect_delay) {
+    RETURN_IF_ERROR(
+        add("reconnect_delay", "nvmeReconnectDelay", std::to_string(*timing.nvme_reconnect_delay)));
   }
-  if (t.reconnect_delay) {
-    RETURN_IF_ERROR(add("reconnect_delay", "reconnectDelay", std::to_string(*t.reconnect_delay)));
+  if (timing.nvme_ctrl_loss_tmo) {
+    RETURN_IF_ERROR(
+        add("ctrl_loss_tmo", "nvmeCtrlLossTimeout", std::to_string(*timing.nvme_ctrl_loss_tmo)));
+  }
+  if (timing.nvme_keep_alive_tmo) {
+    RETURN_IF_ERROR(
+        add("keep_alive_tmo", "nvmeKeepAliveTimeout", std::to_string(*timing.nvme_keep_alive_tmo)));
   }
   // DH-HMAC-CHAP: the host's key, and the controller's for bidirectional.
   if (!t.credentials.secret.empty()) {
