@@ -32,10 +32,12 @@ t0=$SECONDS
 tmp=$(mktemp -d /var/tmp/pillar-k8s-store.XXXXXX)
 cpid=""
 cleanup() {
+  local rc=$?
   if [[ -n $cpid ]]; then kill -TERM "$cpid" 2>/dev/null; wait "$cpid" 2>/dev/null; fi
   # containerd unmounts what it mounted; a killed one may not have.
-  grep -o " $tmp/[^ ]*" /proc/self/mounts | sort -r | while read -r m; do umount -l "$m" 2>/dev/null; done
+  { grep -o " $tmp/[^ ]*" /proc/self/mounts || true; } | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
   rm -rf "$tmp" "$img.part"
+  exit "$rc"
 }
 trap cleanup EXIT
 mkdir -p "$tmp/root" "$tmp/state" "$tmp/sock"
