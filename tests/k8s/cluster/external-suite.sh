@@ -14,11 +14,12 @@
 suite_mode=${PILLAR_K8S_E2E_SUITE:-ci}
 suite_protocols=${PILLAR_K8S_E2E_SUITE_PROTOCOLS:-nvmeof-tcp iscsi nfs}
 # The ci set: provisioning and data (volumes), block mode, online expansion,
-# several volumes in one pod (multiVolume), per protocol.
+# several volumes in one pod or one volume in several (multiVolume, whose
+# patterns say "filesystem volmode", not "default fs"), per protocol.
 declare -A suite_ci=(
   [nvmeof-tcp]='\[Testpattern: Dynamic PV \(default fs\)\] volumes should store data|\[Testpattern: Dynamic PV \(block volmode\)\] volumes should store data|\[Testpattern: Dynamic PV \(default fs\)\(allowExpansion\)\] volume-expand should resize volume when PVC is edited while pod is using it'
   [iscsi]='\[Testpattern: Dynamic PV \(default fs\)\] volumes should store data|\[Testpattern: Dynamic PV \(block volmode\)\] multiVolume.* should access to two volumes with the same volume mode and retain data across pod recreation on the same node'
-  [nfs]='\[Testpattern: Dynamic PV \(default fs\)\] volumes should store data|\[Testpattern: Dynamic PV \(default fs\)\] multiVolume.* should concurrently access the single volume from pods on the same node')
+  [nfs]='\[Testpattern: Dynamic PV \(default fs\)\] volumes should store data|\[Testpattern: Dynamic PV \(filesystem volmode\)\] multiVolume.* should concurrently access the single volume from pods on the same node')
 declare -A suite_ci_count=([nvmeof-tcp]=3 [iscsi]=2 [nfs]=2)
 
 # suite_run PROTOCOL: one e2e.test; its report in $W/suite/PROTOCOL/.
