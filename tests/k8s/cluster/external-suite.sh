@@ -63,7 +63,7 @@ if [[ $suite_mode != 0 ]]; then
     fi
     # The slowest specs (JUnit times), for the README's table.
     slow=$(grep -o '<testcase name="[^"]*"[^>]*time="[0-9.]*"' "$W/suite/$proto/junit.xml" 2>/dev/null |
-      grep -v 'status="skipped"' | sed -E 's/<testcase name="([^"]*)".*time="([0-9.]*)"/\2 \1/' | sort -rn | head -3 |
+      grep -v 'status="skipped"' | grep -F '[It]' | sed -E 's/<testcase name="([^"]*)".*time="([0-9.]*)"/\2 \1/' | sort -rn | head -3 |
       awk '{ t = $1; $1 = ""; printf "  %.0f s%s\n", t, $0 }')
     figure "external suite $proto: ${p:-0} passed, ${f:-0} failed, ${k:-0} skipped (ran ${ran%% *} of $(cut -d' ' -f2 <<<"$ran") specs) in $(cut -d' ' -f3 <<<"$ran" | cut -d. -f1) s"
     [[ -z $slow ]] || { echo "slowest specs ($proto):"; echo "$slow"; }
