@@ -12,6 +12,9 @@
 # Env: PILLAR_K8S_E2E=0 skips the stage (reported as skipped, never passed);
 #      PILLAR_K8S_E2E_PILLAR=0 leaves pillar out (only the nodes and a
 #      first pod; no CSI sidecars or helm needed);
+#      PILLAR_K8S_E2E_SUITE=ci|full|0 Kubernetes' external storage specs
+#      (tests/k8s/cluster/external-suite.sh; full: scripts/k8s-external-suite.sh);
+#      K8S_E2E_NAME the name on the last line (default k8s-e2e);
 #      PILLAR_BUILD_DIR (default build), the knobs of tests/e2e/lib.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,11 +24,12 @@ if [[ ${PILLAR_K8S_E2E:-1} == 0 ]]; then
   echo "k8s-e2e: skipped (PILLAR_K8S_E2E=0)"
   exit 0
 fi
-say() { printf 'k8s-e2e: %s\n' "$*"; }
+# K8S_E2E_NAME names the last line (scripts/k8s-external-suite.sh sets it).
+name=${K8S_E2E_NAME:-k8s-e2e}
+say() { printf '%s: %s\n' "$name" "$*"; }
 t0=$SECONDS
 
 # Tools, each cached by version outside the tree (progress on stderr).
-# e2e.test only for Kubernetes' storage suite (not run by this stage yet).
 node_tools=(loopback host-local bridge portmap runc ctr containerd-shim-runc-v2 containerd kubelet kube-scheduler)
 say "building or finding the tools (cold: ~30 min on 2 cores; cached after)"
 # pillar installed with helm and the workloads on its volumes
@@ -33,12 +37,14 @@ say "building or finding the tools (cold: ~30 min on 2 cores; cached after)"
 # and a first pod (no CSI sidecars or helm needed).
 nodes_only=1
 [[ ${PILLAR_K8S_E2E_PILLAR:-1} != 1 ]] || nodes_only=0
+# e2e.test for Kubernetes' external storage suite (tests/k8s/cluster/external-suite.sh).
+[[ $nodes_only == 1 || ${PILLAR_K8S_E2E_SUITE:-ci} == 0 ]] || node_tools+=(e2e.test)
 CSI_BIN=""
 if ! K8S_BIN=$(tests/k8s/build-tools.sh | tail -1) ||
   { [[ $nodes_only != 1 ]] && ! CSI_BIN=$(tests/k8s/build-csi-tools.sh csi-provisioner csi-attacher csi-resizer helm | tail -1); } ||
   ! NODE_BIN=$(tests/k8s/build-node-tools.sh "${node_tools[@]}" | tail -1); then
   say "the tools could not be built"
-  echo "k8s-e2e: 0 passed, 1 failed"
+  echo "$name: 0 passed, 1 failed"
   exit 1
 fi
 export K8S_BIN CSI_BIN NODE_BIN
@@ -50,7 +56,7 @@ if ! scripts/build-images.sh --install-deps >/dev/null || { [[ $nodes_only != 1 
   ! PILLAR_BUILD_DIR=$build scripts/build-images.sh --no-build; } >"${TMPDIR:-/tmp}/k8s-e2e-images.$$.log" 2>&1; then
   say "pillar's images could not be built: $(tail -3 "${TMPDIR:-/tmp}/k8s-e2e-images.$$.log" 2>/dev/null)"
   rm -f "${TMPDIR:-/tmp}/k8s-e2e-images.$$.log"
-  echo "k8s-e2e: 0 passed, 1 failed"
+  echo "$name: 0 passed, 1 failed"
   exit 1
 fi
 rm -f "${TMPDIR:-/tmp}/k8s-e2e-images.$$.log"
@@ -80,7 +86,7 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 if ! tests/e2e/deps.sh >/dev/null || ! tests/e2e/build-image.sh >/dev/null; then
   say "the guests' packages or root image could not be installed"
-  echo "k8s-e2e: 0 passed, 1 failed"
+  echo "$name: 0 passed, 1 failed"
   exit 1
 fi
 say "making the nodes' images"
@@ -89,7 +95,7 @@ kinds=(pause busybox registrar pillar-agent pillar-controller pillar-node csi-pr
 [[ $nodes_only != 1 ]] || kinds=(pause busybox registrar)
 if ! bash tests/k8s/cluster/images.sh "$images" "${kinds[@]}" >"$images/list" 2>"$images/log"; then
   say "the nodes' images could not be made: $(tail -3 "$images/log")"
-  echo "k8s-e2e: 0 passed, 1 failed"
+  echo "$name: 0 passed, 1 failed"
   exit 1
 fi
 echo "figure: nodes' images made in $((SECONDS - t_img)) s"

@@ -164,10 +164,12 @@ e2e__slot() {
 
 # ---------------------------------------------------------------- lifecycle
 
-# vm_start NAME [--ip ADDR/LEN] [--mem MiB] [--disk SIZE]... [--keep-disk]
-#              [--no-net] [--append 'KERNEL ARGS']
+# vm_start NAME [--ip ADDR/LEN] [--mem MiB] [--disk SIZE]... [--disk-image FILE]...
+#              [--keep-disk] [--no-net] [--append 'KERNEL ARGS']
 # Boots a guest in the background; use vm_wait_ready next. --disk adds a blank
-# qcow2 data disk (/dev/vdb, /dev/vdc, ...; serial pillar-dataN). --keep-disk
+# qcow2 data disk (/dev/vdb, /dev/vdc, ...; serial pillar-dataN); --disk-image
+# adds one whose content is the raw image FILE (a copy-on-write overlay: FILE
+# is never written). --keep-disk
 # boots the disks of a previous vm_start of NAME in this run (a "reboot").
 vm_start() {
   local name="$1"
@@ -180,6 +182,7 @@ vm_start() {
       --ip) ip="$2"; shift 2 ;;
       --mem) mem="$2"; shift 2 ;;
       --disk) disks+=("$2"); shift 2 ;;
+      --disk-image) disks+=("image:$2"); shift 2 ;;
       --keep-disk) keep=1; shift ;;
       --no-net) net=0; shift ;;
       --append) append="$2"; shift 2 ;;
@@ -243,7 +246,10 @@ vm_start() {
   done
   local i=1 size
   for size in "${disks[@]}"; do
-    [[ -e "$dir/disk$i.qcow2" ]] || qemu-img create -q -f qcow2 "$dir/disk$i.qcow2" "$size"
+    if [[ -e "$dir/disk$i.qcow2" ]]; then :
+    elif [[ $size == image:* ]]; then qemu-img create -q -f qcow2 -b "${size#image:}" -F raw "$dir/disk$i.qcow2"
+    else qemu-img create -q -f qcow2 "$dir/disk$i.qcow2" "$size"
+    fi
     args+=(-drive "file=$dir/disk$i.qcow2,if=none,id=data$i,format=qcow2,cache=unsafe,discard=unmap"
       -device "virtio-blk-pci,drive=data$i,serial=pillar-data$i")
     i=$((i + 1))

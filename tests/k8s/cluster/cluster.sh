@@ -84,7 +84,7 @@ finish() {
   ip link delete "$TAP" 2>/dev/null
   ((failed > 0 || rc != 0)) || rm -rf "$W"
   ((rc == 0 || failed > 0)) || fail "the stage ended early (exit $rc)"
-  echo "k8s-e2e: $passed passed, $failed failed"
+  echo "${K8S_E2E_NAME:-k8s-e2e}: $passed passed, $failed failed"
   ((failed == 0)) && exit 0
   exit 1
 }
@@ -108,11 +108,39 @@ qemu-system-x86_64 -machine none -nodefaults -display none -monitor none -serial
   </dev/null >"$W/logs/tap-qemu.log" 2>&1 &
 echo $! >"$(vm_dir k8s-host)/pid"
 
+# The images (made by scripts/test-k8s-e2e.sh with images.sh, outside the namespace).
+# One OCI archive per kind of node, imported with one ctr call.
+t_img=$(now_ms)
+# shellcheck disable=SC2086
+if [[ ${PILLAR_K8S_E2E_PILLAR:-1} != 1 ]]; then
+  NODE_IMAGES=([storage]="pause busybox" [consumer-a]="pause busybox registrar" [consumer-b]="pause busybox registrar")
+fi
+if [[ -s ${PILLAR_K8S_IMAGES:-}/list ]] &&
+  bash "$here/images.sh" --bundle "$PILLAR_K8S_IMAGES" storage ${NODE_IMAGES[storage]} &&
+  bash "$here/images.sh" --bundle "$PILLAR_K8S_IMAGES" consumer ${NODE_IMAGES[consumer-a]}; then
+  ok "images: $(cut -d' ' -f2 "$PILLAR_K8S_IMAGES/list" | tr '\n' ' ')"
+  du -m "$PILLAR_K8S_IMAGES"/*.tar | sed 's|\t.*/| MB |; s/^/  /'
+  figure "per-node image archives made in $(since "$t_img") s"
+else
+  fail "images (PILLAR_K8S_IMAGES)"; exit 1
+fi
+# Every node boots with one store the host filled with both archives
+# (store.sh; cached by the images' digests): no import in the guests.
+t_img=$(now_ms)
+if STORE=$(bash "$here/store.sh" "$NODE_BIN" "$PILLAR_K8S_IMAGES/storage.oci.tar" "$PILLAR_K8S_IMAGES/consumer.oci.tar" 2>"$W/logs/store.log" | tail -1) &&
+  [[ -s $STORE ]]; then
+  ok "containerd store pre-filled on the host: $(basename "$STORE")"
+  figure "containerd store made or found in $(since "$t_img") s ($(grep -o 'made .*\|cached.*' "$W/logs/store.log" | head -1))"
+else
+  fail "containerd store (store.sh)" "$(tail -3 "$W/logs/store.log")"; exit 1
+fi
+
+
 # ---- guests boot while the control plane starts -------------------------------
 t_boot=$(now_ms)
 # no_timer_check: on a loaded host the kernel's IO-APIC timer check can fail
 # under TCG and panic the boot ("IO-APIC + timer doesn't work").
-for n in "${NODES[@]}"; do vm_start "$n" --ip "${NODE_IP[$n]}/24" --append no_timer_check; done
+for n in "${NODES[@]}"; do vm_start "$n" --ip "${NODE_IP[$n]}/24" --append no_timer_check --disk-image "$STORE"; done
 
 # ---- control plane -----------------------------------------------------------
 export K8S_AUTHORIZATION_MODE=Node,RBAC K8S_API_ADDRESS=$API_IP K8S_API_PORT=443 K8S_SERVICE_CIDR=10.96.0.0/24 K8S_API_SANS="IP:$SVC_IP"
@@ -167,23 +195,6 @@ EOF
   rm -f "$d/kubelet.csr"
 }
 
-# The images (made by scripts/test-k8s-e2e.sh with images.sh, outside the namespace).
-# One OCI archive per kind of node, imported with one ctr call.
-t_img=$(now_ms)
-# shellcheck disable=SC2086
-if [[ ${PILLAR_K8S_E2E_PILLAR:-1} != 1 ]]; then
-  NODE_IMAGES=([storage]="pause busybox" [consumer-a]="pause busybox registrar" [consumer-b]="pause busybox registrar")
-fi
-if [[ -s ${PILLAR_K8S_IMAGES:-}/list ]] &&
-  bash "$here/images.sh" --bundle "$PILLAR_K8S_IMAGES" storage ${NODE_IMAGES[storage]} &&
-  bash "$here/images.sh" --bundle "$PILLAR_K8S_IMAGES" consumer ${NODE_IMAGES[consumer-a]}; then
-  ok "images: $(cut -d' ' -f2 "$PILLAR_K8S_IMAGES/list" | tr '\n' ' ')"
-  du -m "$PILLAR_K8S_IMAGES"/*.tar | sed 's|\t.*/| MB |; s/^/  /'
-  figure "per-node image archives made in $(since "$t_img") s"
-else
-  fail "images (PILLAR_K8S_IMAGES)"; exit 1
-fi
-
 for n in "${NODES[@]}"; do
   vm_wait_ready "$n" 180 || { fail "guest $n boots"; exit 1; }
 done
@@ -192,12 +203,6 @@ figure "3 guests booted in $(since "$t_boot") s"
 setup_node() { # setup_node NAME: creds, images and node-setup.sh in the guest
   local n=$1 d=$W/nodes/$1 routes=("10.96.0.0/24=$API_IP") m
   node_creds "$n" "$d/etc" || return 1
-  mkdir -p "$d/etc/images"
-  if [[ $n == storage ]]; then
-    cp "$PILLAR_K8S_IMAGES/storage.oci.tar" "$d/etc/images/"
-  else
-    cp "$PILLAR_K8S_IMAGES/consumer.oci.tar" "$d/etc/images/"
-  fi
   for m in "${NODES[@]}"; do [[ $m == "$n" ]] || routes+=("${POD_CIDR[$m]}=${NODE_IP[$m]}"); done
   vm_copy_in "$n" "$d/etc/." /etc/kubernetes >/dev/null || return 1
   vm_exec "$n" --timeout 900 bash "$here/node-setup.sh" "$n" "${NODE_IP[$n]}" "${POD_CIDR[$n]}" "$API_IP" "${routes[@]}"
@@ -210,8 +215,8 @@ for n in "${NODES[@]}"; do   # the three guests at once (each is its own QEMU)
 done
 for n in "${NODES[@]}"; do
   if wait "${setup_pid[$n]}"; then
-    ok "$n: containerd and kubelet started, images imported"
-    grep -E 'imported|up' "$W/logs/setup-$n.log" | sed "s/^/  /"
+    ok "$n: containerd (its store pre-filled) and kubelet started"
+    grep -E 'store|imported|up' "$W/logs/setup-$n.log" | sed "s/^/  /"
   else
     fail "$n: node setup" "$(tail -5 "$W/logs/setup-$n.log")"
   fi
@@ -281,5 +286,12 @@ fi
 if [[ ${PILLAR_K8S_E2E_PILLAR:-1} == 1 ]]; then
   # shellcheck source=pillar.sh
   source "$here/pillar.sh"
+  # Kubernetes' external storage suite on the installed pillar.
+  if [[ ${pillar_installed:-0} == 1 ]]; then
+    # shellcheck source=external-suite.sh
+    source "$here/external-suite.sh"
+  elif [[ ${PILLAR_K8S_E2E_SUITE:-ci} != 0 ]]; then
+    fail "the external storage suite: not run, pillar's install failed above"
+  fi
 fi
 exit 0

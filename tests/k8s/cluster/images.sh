@@ -47,6 +47,8 @@ one_binary() {
   local l=$work/layout-$kind r=$work/root-$kind
   mkdir -p "$r/usr/local/bin"
   cp "$bin" "$r/usr/local/bin/"
+  # Fixed times: the same binary makes the same layer digest (store.sh's cache key).
+  find "$r" -exec touch -h -d "$created" {} +
   umoci init --layout "$l" >/dev/null
   umoci new --image "$l:img" >/dev/null
   umoci insert --image "$l:img" --history.created "$created" "$r" / >/dev/null
@@ -81,6 +83,7 @@ for kind in "$@"; do
       for a in $(/bin/busybox --list); do [[ $a == busybox ]] || ln -sf busybox "$r/bin/$a"; done
       printf 'root:x:0:0:root:/root:/bin/sh\n' >"$r/etc/passwd"
       printf 'root:x:0:\n' >"$r/etc/group"
+      find "$r" -exec touch -h -d "$created" {} +
       l=$work/layout-busybox
       umoci init --layout "$l" >/dev/null
       umoci new --image "$l:img" >/dev/null

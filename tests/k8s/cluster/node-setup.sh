@@ -58,6 +58,14 @@ version = 3
 [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
   SystemdCgroup = false
 TOML
+# The store the host pre-filled (tests/k8s/cluster/store.sh), a copy-on-write
+# disk of this guest: the images are there, unpacked, before containerd starts.
+store=$(blkid -L pillar-store 2>/dev/null || true)
+if [[ -n $store ]]; then
+  mkdir -p /var/lib/containerd
+  mount -t ext4 "$store" /var/lib/containerd
+  say "containerd's store from $store"
+fi
 setsid containerd --config /etc/containerd/config.toml </dev/null >/var/log/containerd.log 2>&1 &
 for _ in $(seq 600); do ctr version >/dev/null 2>&1 && break; sleep 0.2; done
 ctr version >/dev/null || { say "containerd did not start"; tail -20 /var/log/containerd.log; exit 1; }

@@ -193,16 +193,16 @@ max_gap() { # max_gap POD FILE T0
   kubectl exec "$1" -- cat "$2" 2>/dev/null |
     awk -v t0="$3" '$1 >= t0 { if (p && $1 - p > g) g = $1 - p; p = $1 } END { print g + 0 }'
 }
-# long_life PROTOCOL PVC: with pod w-b (consumer-b) on the volume: online
+# long_life PROTOCOL PVC POD: with POD (consumer-b) on the volume: online
 # expansion seen in the pod; the node plugin's rolling restart while the pod
 # writes; the agent's pod restarted while the pod reads.
 long_life() {
-  local proto=$1 pvc=$2 before after t0 t1 took gap
-  before=$(kubectl exec w-b -- df -k /data | awk 'NR == 2 { print $2 }')
+  local proto=$1 pvc=$2 wb=$3 before after t0 t1 took gap
+  before=$(kubectl exec "$wb" -- df -k /data | awk 'NR == 2 { print $2 }')
   kubectl patch pvc "$pvc" --type merge -p '{"spec":{"resources":{"requests":{"storage":"128Mi"}}}}' >/dev/null
-  grown() { local a; a=$(kubectl exec w-b -- df -k /data | awk 'NR == 2 { print $2 }'); [[ -n $a ]] && ((a > before + 32768)); }
+  grown() { local a; a=$(kubectl exec "$wb" -- df -k /data | awk 'NR == 2 { print $2 }'); [[ -n $a ]] && ((a > before + 32768)); }
   if took=$(wait_for 300 grown); then
-    after=$(kubectl exec w-b -- df -k /data | awk 'NR == 2 { print $2 }')
+    after=$(kubectl exec "$wb" -- df -k /data | awk 'NR == 2 { print $2 }')
     ok "$proto: online expansion 64Mi -> 128Mi seen in the pod (df: $before -> $after KiB)"
     figure "$proto online expansion seen in the pod in $took s"
   else
@@ -210,12 +210,12 @@ long_life() {
   fi
   # The pod's writer (started with it, see life) must be writing. Times are
   # the pod's own clock (a guest's clock drifts from the host's under TCG).
-  pod_now() { kubectl exec w-b -- date +%s; }
+  pod_now() { kubectl exec "$wb" -- date +%s; }
   # Seconds since the writer's last line, by the pod's clock.
   # shellcheck disable=SC2016 # expanded by the pod's shell
-  stale() { kubectl exec w-b -- sh -c 'echo $(( $(date +%s) - $(tail -n 1 /data/log) ))'; }
-  if ! kubectl exec w-b -- tail -n 1 /data/log >/dev/null 2>&1; then
-    fail "$proto: the pod's writer writes /data/log" "$(kubectl exec w-b -- ls -l /data 2>&1)"
+  stale() { kubectl exec "$wb" -- sh -c 'echo $(( $(date +%s) - $(tail -n 1 /data/log) ))'; }
+  if ! kubectl exec "$wb" -- tail -n 1 /data/log >/dev/null 2>&1; then
+    fail "$proto: the pod's writer writes /data/log" "$(kubectl exec "$wb" -- ls -l /data 2>&1)"
     return
   fi
   local s
@@ -223,11 +223,11 @@ long_life() {
   kubectl -n "$NS" rollout restart ds/pillar-node >/dev/null
   if kubectl -n "$NS" rollout status ds/pillar-node --timeout=600s >/dev/null 2>&1; then
     sleep 5
-    gap=$(max_gap w-b /data/log "$t0")
+    gap=$(max_gap "$wb" /data/log "$t0")
     if s=$(stale) && ((s <= 5)); then
       ok "$proto: the node plugin's rolling restart while the pod writes: the writes go on"
     else
-      fail "$proto: writes go on through the node plugin's restart" "last write ${s:-?} s ago: $(kubectl exec w-b -- tail -n 2 /data/log 2>&1)"
+      fail "$proto: writes go on through the node plugin's restart" "last write ${s:-?} s ago: $(kubectl exec "$wb" -- tail -n 2 /data/log 2>&1)"
     fi
     figure "$proto longest I/O pause during the node plugin's rolling restart: $gap s (rollout in $((SECONDS - t1)) s)"
   else
@@ -236,15 +236,23 @@ long_life() {
   t0=$(pod_now) t1=$SECONDS
   kubectl -n "$NS" delete pod -l app.kubernetes.io/component=agent --wait=true --timeout=120s >/dev/null 2>&1
   if wait_for 300 ready_pods app.kubernetes.io/component=agent 1 >/dev/null && sleep 5 &&
-    s=$(stale) && ((s <= 5)) && kubectl exec w-b -- cat /data/f >/dev/null; then
+    s=$(stale) && ((s <= 5)) && kubectl exec "$wb" -- cat /data/f >/dev/null; then
     ok "$proto: the agent's pod restarted while the pod does I/O: I/O goes on, the data reads back"
   else
-    fail "$proto: I/O through the agent's restart" "last write ${s:-?} s ago: $(kubectl exec w-b -- tail -n 2 /data/log 2>&1)"
+    fail "$proto: I/O through the agent's restart" "last write ${s:-?} s ago: $(kubectl exec "$wb" -- tail -n 2 /data/log 2>&1)"
   fi
-  figure "$proto longest I/O pause during the agent's restart: $(max_gap w-b /data/log "$t0") s (agent back in $((SECONDS - t1)) s)"
+  figure "$proto longest I/O pause during the agent's restart: $(max_gap "$wb" /data/log "$t0") s (agent back in $((SECONDS - t1)) s)"
 }
-life() { # life PROTOCOL CLASS MODE
-  local proto=$1 class=$2 mode=$3 pvc=pvc-$1-$3 took data got vm
+# The volume's VolumeAttachments are gone (ControllerUnpublishVolume done).
+va_gone() { # va_gone PV
+  [[ -z $(kubectl get volumeattachments -o jsonpath="{.items[?(@.spec.source.persistentVolumeName==\"$1\")].metadata.name}") ]]
+}
+# life PROTOCOL CLASS MODE: PVC Bound, a pod on consumer-a writes, the pod is
+# deleted, a new pod on consumer-b reads the same bytes, then life_end. The
+# protocols of LONG_LIFE keep their fs volume and pod for long_life (run
+# once every life is over: it restarts pillar's pods).
+life() {
+  local proto=$1 class=$2 mode=$3 pvc=pvc-$1-$3 wa=a-$1-$3 wb=b-$1-$3 took data got vm pv
   vm=Filesystem; [[ $mode == block ]] && vm=Block
   kubectl apply -f - >/dev/null <<EOF
 apiVersion: v1
@@ -263,54 +271,67 @@ EOF
     fail "$proto/$mode: PVC Bound" "$(kubectl describe pvc "$pvc" 2>&1 | tail -5)"
     return
   fi
+  pv=$(kubectl get pvc "$pvc" -o jsonpath='{.spec.volumeName}')
   data="pillar-$proto-$mode-$RANDOM$RANDOM"
   if [[ $mode == block ]]; then
-    workload_pod w-a consumer-a "$pvc" block "echo $data | dd of=/dev/xvda bs=512 count=1 conv=fsync 2>/dev/null; exec sleep 3600"
+    workload_pod "$wa" consumer-a "$pvc" block "echo $data | dd of=/dev/xvda bs=512 count=1 conv=fsync 2>/dev/null; exec sleep 3600"
   else
-    workload_pod w-a consumer-a "$pvc" fs "echo $data >/data/f && sync && exec sleep 3600"
+    workload_pod "$wa" consumer-a "$pvc" fs "echo $data >/data/f && sync && exec sleep 3600"
   fi
-  if took=$(wait_for 300 pod_running w-a); then
+  if took=$(wait_for 300 pod_running "$wa"); then
     ok "$proto/$mode: a pod on consumer-a Running with the volume"
     figure "$proto/$mode pod to Running with its volume (consumer-a) in $took s"
   else
-    fail "$proto/$mode: pod on consumer-a Running" "$(kubectl describe pod w-a 2>&1 | tail -8)"
-    kubectl delete pod w-a --wait=true --timeout=120s >/dev/null 2>&1
+    fail "$proto/$mode: pod on consumer-a Running" "$(kubectl describe pod "$wa" 2>&1 | tail -8)"
+    kubectl delete pod "$wa" --wait=true --timeout=120s >/dev/null 2>&1
     return
   fi
   sleep 2
   local t_move
   t_move=$(now_ms)
-  kubectl delete pod w-a --wait=true --timeout=180s >/dev/null 2>&1
+  kubectl delete pod "$wa" --wait=true --timeout=180s >/dev/null 2>&1
+  # The new pod only once the volume left consumer-a: created earlier, its
+  # kubelet backs off (up to 2 min) while the attach is refused.
+  if wait_for 300 va_gone "$pv" >/dev/null; then
+    figure "$proto/$mode detach from consumer-a (pod delete to VolumeAttachment gone) in $(since "$t_move") s"
+  else
+    fail "$proto/$mode: the volume detached from consumer-a" "$(kubectl get volumeattachments 2>&1 | tail -4)"
+  fi
+  t_move=$(now_ms)
   if [[ $mode == block ]]; then
-    workload_pod w-b consumer-b "$pvc" block "exec sleep 3600"
+    workload_pod "$wb" consumer-b "$pvc" block "exec sleep 3600"
   else
     # A writer beside the sleep (a process started by kubectl exec does not
     # outlive the exec here): one line a second, each synced; long_life
     # measures the gaps in it.
-    workload_pod w-b consumer-b "$pvc" fs "(while :; do date +%s >>/data/log && sync; sleep 1; done) & exec sleep 3600"
+    workload_pod "$wb" consumer-b "$pvc" fs "(while :; do date +%s >>/data/log && sync; sleep 1; done) & exec sleep 3600"
   fi
-  if took=$(wait_for 300 pod_running w-b); then
-    figure "$proto/$mode detach (consumer-a) to attach and Running (consumer-b) in $(since "$t_move") s"
+  if wait_for 300 pod_running "$wb" >/dev/null; then
+    figure "$proto/$mode attach to consumer-b and pod Running in $(since "$t_move") s"
     if [[ $mode == block ]]; then
-      got=$(kubectl exec w-b -- sh -c 'dd if=/dev/xvda bs=512 count=1 2>/dev/null | head -1' 2>&1)
+      got=$(kubectl exec "$wb" -- sh -c 'dd if=/dev/xvda bs=512 count=1 2>/dev/null | head -1' 2>&1)
     else
-      got=$(kubectl exec w-b -- cat /data/f 2>&1)
+      got=$(kubectl exec "$wb" -- cat /data/f 2>&1)
     fi
     if [[ $got == "$data" ]]; then
       ok "$proto/$mode: a new pod on consumer-b reads the bytes the pod on consumer-a wrote"
     else
       fail "$proto/$mode: consumer-b reads the same bytes" "want $data, got ${got:0:200}"
     fi
-    [[ $mode == fs && " ${LONG_LIFE:-} " == *" $proto "* ]] && long_life "$proto" "$pvc"
+    [[ $mode == fs && " ${LONG_LIFE:-} " == *" $proto "* ]] && return
   else
-    fail "$proto/$mode: pod on consumer-b Running" "$(kubectl describe pod w-b 2>&1 | tail -8)"
+    fail "$proto/$mode: pod on consumer-b Running" "$(kubectl describe pod "$wb" 2>&1 | tail -8)"
   fi
-  kubectl delete pod w-b --wait=true --timeout=180s >/dev/null 2>&1
+  life_end "$proto" "$mode"
+}
+life_end() { # life_end PROTOCOL MODE: the pod and the PVC deleted, the PV gone
+  local pvc=pvc-$1-$2
+  kubectl delete pod "b-$1-$2" --wait=true --timeout=180s >/dev/null 2>&1
   kubectl delete pvc "$pvc" --wait=true --timeout=180s >/dev/null 2>&1
   if wait_for 180 pv_gone "$pvc" >/dev/null; then
-    ok "$proto/$mode: PVC deleted, its PV gone"
+    ok "$1/$2: PVC deleted, its PV gone"
   else
-    fail "$proto/$mode: PV gone after the PVC's deletion"
+    fail "$1/$2: PV gone after the PVC's deletion"
   fi
 }
 
@@ -358,11 +379,37 @@ if ((failed > pillar_failed_before)); then
   pillar_dump
   return 0
 fi
-life nvmeof-tcp pillar-nvmeof-tcp fs
-life nvmeof-tcp pillar-nvmeof-tcp block
-life iscsi pillar-iscsi fs
-life nfs pillar-nfs fs
-rwx
+pillar_installed=1
+# Every life at once (each its own PVC and pods; they share only the
+# cluster), each into its own log, printed and counted once all are over.
+t_lives=$(now_ms)
+lives=("nvmeof-tcp pillar-nvmeof-tcp fs" "nvmeof-tcp pillar-nvmeof-tcp block" "iscsi pillar-iscsi fs" "nfs pillar-nfs fs" rwx)
+life_pids=()
+for l in "${lives[@]}"; do
+  if [[ $l == rwx ]]; then
+    rwx >"$W/logs/life-rwx.log" 2>&1 &
+  else
+    # shellcheck disable=SC2086 # PROTOCOL CLASS MODE
+    life $l >"$W/logs/life-${l// /-}.log" 2>&1 &
+  fi
+  life_pids+=($!)
+done
+wait "${life_pids[@]}"
+for l in "${lives[@]}"; do
+  log=$W/logs/life-${l// /-}.log
+  cat "$log"
+  passed=$((passed + $(grep -c '^ok   - ' "$log")))
+  failed=$((failed + $(grep -c '^FAIL - ' "$log")))
+done
+figure "the workloads' lives (nvmeof-tcp fs and block, iscsi, nfs, nfs rwx) at once in $(since "$t_lives") s"
+for proto in $LONG_LIFE; do
+  if kubectl get pod "b-$proto-fs" >/dev/null 2>&1; then
+    t_long=$(now_ms)
+    long_life "$proto" "pvc-$proto-fs" "b-$proto-fs"
+    life_end "$proto" fs
+    figure "$proto long life (expansion, node plugin and agent restarts) in $(since "$t_long") s"
+  fi
+done
 
 # Nothing left on the storage node.
 left=$(vm_exec storage bash -c 'ls /sys/kernel/config/nvmet/subsystems 2>/dev/null; ls /sys/kernel/config/target/iscsi 2>/dev/null | grep "^iqn[.]"; exportfs 2>/dev/null; losetup -n -O BACK-FILE 2>/dev/null' 2>&1)
