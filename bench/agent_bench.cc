@@ -13,7 +13,7 @@
 namespace pillar::bench {
 namespace {
 
-namespace av1 = pillar::agent::v1;
+namespace agent_api = controller::agent_api;
 
 constexpr const char* kHostA =
     "nqn.2014-08.org.nvmexpress:uuid:11111111-2222-4333-8444-555555555555";
@@ -28,17 +28,16 @@ struct Fixture {
   int64_t generation = 1;
 };
 
-av1::ApplyExportRequest Request(const std::string& id, const std::string& uid, int64_t gen,
-                                const char* host) {
-  av1::ApplyExportRequest req;
-  req.set_agent_volume_id(id);
-  req.set_protocol(av1::PROTOCOL_NVMEOF_TCP);
-  req.mutable_spec()->set_bind_address("10.99.0.1");
-  req.mutable_spec()->set_port(4420);
-  req.mutable_spec()->set_acl_enabled(true);
-  req.mutable_fence()->set_volume_uid(uid);
-  req.mutable_fence()->set_publication_generation(gen);
-  req.add_allowed_hosts(host);
+agent_api::ApplyExportRequest Request(const std::string& id, const std::string& uid, int64_t gen,
+                                      const char* host) {
+  agent_api::ApplyExportRequest req;
+  req.agent_volume_id = id;
+  req.protocol = Protocol::kNvmeofTcp;
+  req.spec.bind_address = "10.99.0.1";
+  req.spec.port = 4420;
+  req.spec.acl_enabled = true;
+  req.fence = {uid, gen};
+  req.allowed_hosts = {host};
   return req;
 }
 
@@ -52,12 +51,12 @@ Fixture& Get(int n) {
   f->client = std::make_unique<InProcessAgentClient>(*f->agent);
   for (int i = 0; i < n; ++i) {
     std::string uid = NewUuid();
-    av1::CreateVolumeRequest c;
-    c.set_pool("demo");
-    c.set_name("vol-" + std::to_string(i));
-    c.set_size_bytes(1 << 20);
-    c.set_mode(av1::VOLUME_MODE_BLOCK);
-    c.set_volume_uid(uid);
+    agent_api::CreateVolumeRequest c;
+    c.pool = "demo";
+    c.name = "vol-" + std::to_string(i);
+    c.size_bytes = 1 << 20;
+    c.mode = agent_api::VolumeMode::kBlock;
+    c.volume_uid = uid;
     if (!f->client->CreateVolume(c).ok()) std::abort();
     if (!f->client->ApplyExport(Request("demo/vol-" + std::to_string(i), uid, 1, kHostA)).ok()) {
       std::abort();
@@ -72,7 +71,7 @@ void BM_ApplyExportConverged(benchmark::State& state) {
   auto req = Request("demo/vol-0", f.uids[0], f.generation, kHostA);
   for (auto _ : state) {
     auto r = f.client->ApplyExport(req);
-    if (!r.ok() || r->changes_size() != 0) state.SkipWithError("converged apply changed something");
+    if (!r.ok() || !r->changes.empty()) state.SkipWithError("converged apply changed something");
   }
 }
 
@@ -88,7 +87,7 @@ void BM_ApplyExportAclChange(benchmark::State& state) {
       state.SkipWithError(r.status().ToString().c_str());
       break;
     }
-    if (r->changes_size() == 0) {
+    if (r->changes.empty()) {
       state.SkipWithError("ACL change applied nothing");
       break;
     }
@@ -99,7 +98,8 @@ void BM_ListExports(benchmark::State& state) {
   Fixture& f = Get(static_cast<int>(state.range(0)));
   for (auto _ : state) {
     auto r = f.client->ListExports();
-    if (!r.ok() || r->exports_size() != state.range(0)) state.SkipWithError("wrong export count");
+    if (!r.ok() || static_cast<int64_t>(r->size()) != state.range(0))
+      state.SkipWithError("wrong export count");
   }
   state.SetItemsProcessed(state.iterations() * state.range(0));
 }

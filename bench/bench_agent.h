@@ -15,6 +15,8 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "agent/agent_core.h"
 #include "agent/agent_service.h"
@@ -25,10 +27,13 @@
 #include "common/exec.h"
 #include "common/fs.h"
 #include "common/grpc_status.h"
-#include "controller/agent_client.h"
+#include "controller/agent_api.h"
+#include "controller/agent_proto.h"
 #include "testing/configfs_sim.h"
 
 namespace pillar::bench {
+
+namespace v1 = pillar::agent::v1;
 
 class LoopTableExec : public Exec {
  public:
@@ -86,11 +91,58 @@ struct BenchAgent {
   std::unique_ptr<agent::AgentService> service;
 };
 
-// Calls the AgentService directly and counts calls.
+// Calls the AgentService directly, through the controller's conversions
+// (agent_proto.h) as the gRPC client does, and counts calls.
 class InProcessAgentClient : public controller::AgentClient {
  public:
   explicit InProcessAgentClient(BenchAgent& agent) : agent_(agent) {}
 
+  using S = agent::AgentService;
+
+  StatusOr<controller::agent_api::Info> GetInfo() override {
+    return Answer<v1::GetInfoResponse>(&S::GetInfo, v1::GetInfoRequest());
+  }
+  StatusOr<controller::agent_api::Volume> CreateVolume(
+      const controller::agent_api::CreateVolumeRequest& r) override {
+    ASSIGN_OR_RETURN(auto resp,
+                     Call<v1::CreateVolumeResponse>(&S::CreateVolume, controller::ToProto(r)));
+    return controller::FromProto(resp.volume());
+  }
+  StatusOr<controller::agent_api::Volume> ExpandVolume(
+      const controller::agent_api::ExpandVolumeRequest& r) override {
+    ASSIGN_OR_RETURN(auto resp,
+                     Call<v1::ExpandVolumeResponse>(&S::ExpandVolume, controller::ToProto(r)));
+    return controller::FromProto(resp.volume());
+  }
+  Status DeleteVolume(const controller::agent_api::DeleteVolumeRequest& r) override {
+    return Call<v1::DeleteVolumeResponse>(&S::DeleteVolume, controller::ToProto(r)).status();
+  }
+  StatusOr<std::vector<controller::agent_api::Pool>> GetCapacity(const std::string& pool) override {
+    return Answer<v1::GetCapacityResponse>(&S::GetCapacity,
+                                           controller::GetCapacityRequestProto(pool));
+  }
+  StatusOr<controller::agent_api::ApplyExportResult> ApplyExport(
+      const controller::agent_api::ApplyExportRequest& r) override {
+    return Answer<v1::ApplyExportResponse>(&S::ApplyExport, controller::ToProto(r));
+  }
+  StatusOr<controller::agent_api::Export> GetExport(const std::string& agent_volume_id,
+                                                    Protocol protocol) override {
+    ASSIGN_OR_RETURN(auto resp,
+                     Call<v1::GetExportResponse>(&S::GetExport, controller::GetExportRequestProto(
+                                                                    agent_volume_id, protocol)));
+    return controller::FromProto(resp.export_());
+  }
+  StatusOr<std::vector<controller::agent_api::Export>> ListExports() override {
+    return Answer<v1::ListExportsResponse>(&S::ListExports, v1::ListExportsRequest());
+  }
+  StatusOr<std::vector<std::string>> UnexportVolume(
+      const controller::agent_api::UnexportVolumeRequest& r) override {
+    return Answer<v1::UnexportVolumeResponse>(&S::UnexportVolume, controller::ToProto(r));
+  }
+
+  std::atomic<int64_t> calls{0};
+
+ private:
   template <typename Resp, typename Req, typename Method>
   StatusOr<Resp> Call(Method method, const Req& req) {
     calls++;
@@ -100,47 +152,13 @@ class InProcessAgentClient : public controller::AgentClient {
     if (!s.ok()) return FromGrpc(s);
     return resp;
   }
-
-  using S = agent::AgentService;
-
-  StatusOr<controller::av1::GetInfoResponse> GetInfo() override {
-    return Call<controller::av1::GetInfoResponse>(&S::GetInfo, controller::av1::GetInfoRequest());
-  }
-  StatusOr<controller::av1::CreateVolumeResponse> CreateVolume(
-      const controller::av1::CreateVolumeRequest& r) override {
-    return Call<controller::av1::CreateVolumeResponse>(&S::CreateVolume, r);
-  }
-  StatusOr<controller::av1::ExpandVolumeResponse> ExpandVolume(
-      const controller::av1::ExpandVolumeRequest& r) override {
-    return Call<controller::av1::ExpandVolumeResponse>(&S::ExpandVolume, r);
-  }
-  Status DeleteVolume(const controller::av1::DeleteVolumeRequest& r) override {
-    return Call<controller::av1::DeleteVolumeResponse>(&S::DeleteVolume, r).status();
-  }
-  StatusOr<controller::av1::GetCapacityResponse> GetCapacity(
-      const controller::av1::GetCapacityRequest& r) override {
-    return Call<controller::av1::GetCapacityResponse>(&S::GetCapacity, r);
-  }
-  StatusOr<controller::av1::ApplyExportResponse> ApplyExport(
-      const controller::av1::ApplyExportRequest& r) override {
-    return Call<controller::av1::ApplyExportResponse>(&S::ApplyExport, r);
-  }
-  StatusOr<controller::av1::GetExportResponse> GetExport(
-      const controller::av1::GetExportRequest& r) override {
-    return Call<controller::av1::GetExportResponse>(&S::GetExport, r);
-  }
-  StatusOr<controller::av1::ListExportsResponse> ListExports() override {
-    return Call<controller::av1::ListExportsResponse>(&S::ListExports,
-                                                      controller::av1::ListExportsRequest());
-  }
-  StatusOr<controller::av1::UnexportVolumeResponse> UnexportVolume(
-      const controller::av1::UnexportVolumeRequest& r) override {
-    return Call<controller::av1::UnexportVolumeResponse>(&S::UnexportVolume, r);
+  template <typename Resp, typename Req, typename Method>
+  auto Answer(Method method, const Req& req)
+      -> StatusOr<decltype(controller::FromProto(std::declval<Resp>()))> {
+    ASSIGN_OR_RETURN(auto resp, (Call<Resp>(method, req)));
+    return controller::FromProto(resp);
   }
 
-  std::atomic<int64_t> calls{0};
-
- private:
   BenchAgent& agent_;
 };
 

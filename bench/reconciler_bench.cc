@@ -26,7 +26,6 @@
 namespace pillar::bench {
 namespace {
 
-namespace av1 = pillar::agent::v1;
 using api::kKindAgent;
 using api::kKindNode;
 using api::kKindVolume;
@@ -134,12 +133,12 @@ int Run(int volumes, int agents, std::string uri) {
       return;
     }
     auto& client = *directory.clients[ref];
-    av1::CreateVolumeRequest c;
-    c.set_pool("demo");
-    c.set_name(name);
-    c.set_size_bytes(1 << 20);
-    c.set_mode(av1::VOLUME_MODE_BLOCK);
-    c.set_volume_uid(created->uid);
+    controller::agent_api::CreateVolumeRequest c;
+    c.pool = "demo";
+    c.name = name;
+    c.size_bytes = 1 << 20;
+    c.mode = controller::agent_api::VolumeMode::kBlock;
+    c.volume_uid = created->uid;
     if (!client.CreateVolume(c).ok()) failures++;
   };
   {
@@ -197,7 +196,7 @@ int Run(int volumes, int agents, std::string uri) {
   auto s3 = rec.ResyncAll();
   wall = Since(t);
   auto listed = directory.clients["agent-0"]->ListExports();
-  int back = listed.ok() ? listed->exports_size() : -1;
+  int back = listed.ok() ? static_cast<int>(listed->size()) : -1;
   std::cout << "repair after wiping agent-0 (" << lost << " exports): " << wall << " s wall, "
             << (CpuSeconds() - cpu) << " s CPU, " << (directory.Calls() - calls) << " agent calls, "
             << s3.drifted << " drifted; agent-0 has " << back << " exports again\n";

@@ -2,11 +2,16 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <utility>
+
 #include "common/grpc_status.h"
+#include "controller/agent_proto.h"
 #include "pillar/agent/v1/agent.grpc.pb.h"
 
 namespace pillar::controller {
 namespace {
+
+namespace av1 = pillar::agent::v1;
 
 class GrpcAgentClient : public AgentClient {
  public:
@@ -14,34 +19,44 @@ class GrpcAgentClient : public AgentClient {
                   std::chrono::milliseconds timeout)
       : agent_ref_(std::move(agent_ref)), stub_(av1::Agent::NewStub(channel)), timeout_(timeout) {}
 
-  StatusOr<av1::GetInfoResponse> GetInfo() override {
-    return Call<av1::GetInfoResponse>(&av1::Agent::Stub::GetInfo, av1::GetInfoRequest());
+  StatusOr<agent_api::Info> GetInfo() override {
+    return Answer<av1::GetInfoResponse>(&av1::Agent::Stub::GetInfo, av1::GetInfoRequest());
   }
-  StatusOr<av1::CreateVolumeResponse> CreateVolume(const av1::CreateVolumeRequest& r) override {
-    return Call<av1::CreateVolumeResponse>(&av1::Agent::Stub::CreateVolume, r);
+  StatusOr<agent_api::Volume> CreateVolume(const agent_api::CreateVolumeRequest& r) override {
+    ASSIGN_OR_RETURN(auto resp,
+                     Call<av1::CreateVolumeResponse>(&av1::Agent::Stub::CreateVolume, ToProto(r)));
+    return FromProto(resp.volume());
   }
-  StatusOr<av1::ExpandVolumeResponse> ExpandVolume(const av1::ExpandVolumeRequest& r) override {
-    return Call<av1::ExpandVolumeResponse>(&av1::Agent::Stub::ExpandVolume, r);
+  StatusOr<agent_api::Volume> ExpandVolume(const agent_api::ExpandVolumeRequest& r) override {
+    ASSIGN_OR_RETURN(auto resp,
+                     Call<av1::ExpandVolumeResponse>(&av1::Agent::Stub::ExpandVolume, ToProto(r)));
+    return FromProto(resp.volume());
   }
-  Status DeleteVolume(const av1::DeleteVolumeRequest& r) override {
-    return Call<av1::DeleteVolumeResponse>(&av1::Agent::Stub::DeleteVolume, r).status();
+  Status DeleteVolume(const agent_api::DeleteVolumeRequest& r) override {
+    return Call<av1::DeleteVolumeResponse>(&av1::Agent::Stub::DeleteVolume, ToProto(r)).status();
   }
-  StatusOr<av1::GetCapacityResponse> GetCapacity(const av1::GetCapacityRequest& r) override {
-    return Call<av1::GetCapacityResponse>(&av1::Agent::Stub::GetCapacity, r);
+  StatusOr<std::vector<agent_api::Pool>> GetCapacity(const std::string& pool) override {
+    return Answer<av1::GetCapacityResponse>(&av1::Agent::Stub::GetCapacity,
+                                            GetCapacityRequestProto(pool));
   }
-  StatusOr<av1::ApplyExportResponse> ApplyExport(const av1::ApplyExportRequest& r) override {
-    return Call<av1::ApplyExportResponse>(&av1::Agent::Stub::ApplyExport, r);
+  StatusOr<agent_api::ApplyExportResult> ApplyExport(
+      const agent_api::ApplyExportRequest& r) override {
+    return Answer<av1::ApplyExportResponse>(&av1::Agent::Stub::ApplyExport, ToProto(r));
   }
-  StatusOr<av1::GetExportResponse> GetExport(const av1::GetExportRequest& r) override {
-    return Call<av1::GetExportResponse>(&av1::Agent::Stub::GetExport, r);
+  StatusOr<agent_api::Export> GetExport(const std::string& agent_volume_id,
+                                        Protocol protocol) override {
+    ASSIGN_OR_RETURN(
+        auto resp, Call<av1::GetExportResponse>(&av1::Agent::Stub::GetExport,
+                                                GetExportRequestProto(agent_volume_id, protocol)));
+    return FromProto(resp.export_());
   }
-  StatusOr<av1::ListExportsResponse> ListExports() override {
-    return Call<av1::ListExportsResponse>(&av1::Agent::Stub::ListExports,
-                                          av1::ListExportsRequest());
+  StatusOr<std::vector<agent_api::Export>> ListExports() override {
+    return Answer<av1::ListExportsResponse>(&av1::Agent::Stub::ListExports,
+                                            av1::ListExportsRequest());
   }
-  StatusOr<av1::UnexportVolumeResponse> UnexportVolume(
-      const av1::UnexportVolumeRequest& r) override {
-    return Call<av1::UnexportVolumeResponse>(&av1::Agent::Stub::UnexportVolume, r);
+  StatusOr<std::vector<std::string>> UnexportVolume(
+      const agent_api::UnexportVolumeRequest& r) override {
+    return Answer<av1::UnexportVolumeResponse>(&av1::Agent::Stub::UnexportVolume, ToProto(r));
   }
 
  private:
@@ -53,6 +68,13 @@ class GrpcAgentClient : public AgentClient {
     grpc::Status s = ((*stub_).*method)(&ctx, req, &resp);
     if (!s.ok()) return FromGrpc(s).Annotate("agent " + agent_ref_);
     return resp;
+  }
+  // Call, and the whole answer in pillar's types.
+  template <typename Resp, typename Req, typename Method>
+  auto Answer(Method method, const Req& req)
+      -> StatusOr<decltype(FromProto(std::declval<Resp>()))> {
+    ASSIGN_OR_RETURN(auto resp, (Call<Resp>(method, req)));
+    return FromProto(resp);
   }
 
   std::string agent_ref_;

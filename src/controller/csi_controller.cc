@@ -6,7 +6,6 @@
 #include "common/credentials.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
-#include "common/protocol_proto.h"
 #include "common/request_caps.h"
 #include "common/validate.h"
 #include "common/version.h"
@@ -15,8 +14,6 @@
 #include "store/retry.h"
 
 namespace pillar::controller {
-
-namespace av1 = pillar::agent::v1;
 
 namespace {
 
@@ -284,19 +281,18 @@ Status CsiController::DoCreate(const csi::v1::CreateVolumeRequest& req, csi::v1:
     return existing.status();
   }
 
-  av1::CreateVolumeRequest creq;
-  creq.set_pool(params.pool);
-  creq.set_name(volume_id);
-  creq.set_size_bytes(spec.capacity_bytes);
-  creq.set_mode(params.protocol == Protocol::kNfs ? av1::VOLUME_MODE_FILESYSTEM
-                                                  : av1::VOLUME_MODE_BLOCK);
-  creq.set_volume_uid(obj.uid);
-  creq.set_import_existing(params.import_existing);
-  for (const auto& [k, v] : params.backend_params) (*creq.mutable_parameters())[k] = v;
+  agent_api::CreateVolumeRequest creq;
+  creq.pool = params.pool;
+  creq.name = volume_id;
+  creq.size_bytes = spec.capacity_bytes;
+  creq.mode = params.protocol == Protocol::kNfs ? agent_api::VolumeMode::kFilesystem
+                                                : agent_api::VolumeMode::kBlock;
+  creq.volume_uid = obj.uid;
+  creq.import_existing = params.import_existing;
+  creq.parameters.insert(params.backend_params.begin(), params.backend_params.end());
   if (params.protocol == Protocol::kNfs) {
-    creq.mutable_root()->set_mode(params.nfs_root_mode);
-    creq.mutable_root()->set_uid(params.nfs_root_uid);
-    creq.mutable_root()->set_gid(params.nfs_root_gid);
+    creq.root =
+        agent_api::VolumeRoot{params.nfs_root_mode, params.nfs_root_uid, params.nfs_root_gid};
   }
   auto created = client->CreateVolume(creq);
   if (!created.ok()) {
@@ -314,10 +310,10 @@ Status CsiController::DoCreate(const csi::v1::CreateVolumeRequest& req, csi::v1:
     }
     return created.status();
   }
-  int64_t actual_size = created->volume().size_bytes();
+  int64_t actual_size = created->size_bytes;
   ASSIGN_OR_RETURN(obj, MutateStatus(volume_id, [&](api::VolumeStatus& s) {
                      s.capacity_bytes = actual_size;
-                     s.backend = created->volume().backend();
+                     s.backend = created->backend;
                      api::SetCondition(s.conditions,
                                        {api::kCondProvisioned, "True", api::kReasonCreated,
                                         "the agent created or imported the backend volume", "", 0},
@@ -368,19 +364,12 @@ Status CsiController::DoDelete(const std::string& volume_id) {
                    }));
   ASSIGN_OR_RETURN(api::VolumeState cur, api::LoadVolume(marked));
   ASSIGN_OR_RETURN(auto client, ClientFor(v.spec.agent_ref));
-  av1::UnexportVolumeRequest ureq;
-  ureq.set_agent_volume_id(v.spec.agent_volume_id);
-  ureq.set_protocol(ToProto(v.spec.protocol));
-  ureq.mutable_fence()->set_volume_uid(cur.meta.uid);
-  ureq.mutable_fence()->set_publication_generation(cur.status.publication_generation);
-  auto unexported = client->UnexportVolume(ureq);
+  auto unexported = client->UnexportVolume(
+      {v.spec.agent_volume_id, v.spec.protocol, {cur.meta.uid, cur.status.publication_generation}});
   if (!unexported.ok() && unexported.status().code() != Code::kNotFound) {
     return unexported.status().Annotate("unexport " + volume_id);
   }
-  av1::DeleteVolumeRequest dreq;
-  dreq.set_agent_volume_id(v.spec.agent_volume_id);
-  dreq.set_volume_uid(cur.meta.uid);
-  Status deleted = client->DeleteVolume(dreq);
+  Status deleted = client->DeleteVolume({v.spec.agent_volume_id, cur.meta.uid});
   // A create that never completed may have nothing of its lifecycle on the
   // agent, and the name may be held by storage that is not pillar's (the
   // agent refuses to touch it): the record goes, the storage stays.
@@ -663,11 +652,11 @@ grpc::Status CsiController::GetCapacity(grpc::ServerContext*,
     for (const auto& a : *agents) {
       auto client = ClientFor(a.name);
       if (!client.ok()) return Reply(client.status());
-      auto cap = (*client)->GetCapacity(av1::GetCapacityRequest());
-      if (!cap.ok()) return Reply(cap.status().Annotate("capacity of agent " + a.name));
-      for (const auto& p : cap->pools()) {
-        total += p.available_bytes();
-        largest = std::max(largest, p.available_bytes());
+      auto pools = (*client)->GetCapacity("");
+      if (!pools.ok()) return Reply(pools.status().Annotate("capacity of agent " + a.name));
+      for (const auto& p : *pools) {
+        total += p.available_bytes;
+        largest = std::max(largest, p.available_bytes);
       }
     }
     resp->set_available_capacity(total);
@@ -679,14 +668,12 @@ grpc::Status CsiController::GetCapacity(grpc::ServerContext*,
   }
   auto client = ClientFor(agent->second);
   if (!client.ok()) return Reply(client.status());
-  av1::GetCapacityRequest creq;
-  creq.set_pool(pool->second);
-  auto cap = (*client)->GetCapacity(creq);
-  if (!cap.ok()) return Reply(cap.status());
-  for (const auto& p : cap->pools()) {
-    if (p.name() == pool->second) {
-      resp->set_available_capacity(p.available_bytes());
-      resp->mutable_maximum_volume_size()->set_value(p.available_bytes());
+  auto pools = (*client)->GetCapacity(pool->second);
+  if (!pools.ok()) return Reply(pools.status());
+  for (const auto& p : *pools) {
+    if (p.name == pool->second) {
+      resp->set_available_capacity(p.available_bytes);
+      resp->mutable_maximum_volume_size()->set_value(p.available_bytes);
     }
   }
   return grpc::Status::OK;
@@ -723,12 +710,9 @@ Status CsiController::DoExpand(const csi::v1::ControllerExpandVolumeRequest& req
   int64_t have = std::max(v.status.capacity_bytes, v.spec.capacity_bytes);
   int64_t actual = have;
   if (size > have) {
-    av1::ExpandVolumeRequest ereq;
-    ereq.set_agent_volume_id(v.spec.agent_volume_id);
-    ereq.set_size_bytes(size);
-    ereq.set_volume_uid(v.meta.uid);
-    ASSIGN_OR_RETURN(auto expanded, client->ExpandVolume(ereq));
-    actual = expanded.volume().size_bytes();
+    ASSIGN_OR_RETURN(auto expanded,
+                     client->ExpandVolume({v.spec.agent_volume_id, size, v.meta.uid}));
+    actual = expanded.size_bytes;
     RETURN_IF_ERROR(MutateStatus(req.volume_id(), [&](api::VolumeStatus& s) {
                       s.capacity_bytes = actual;
                       return Status::Ok();

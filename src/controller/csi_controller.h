@@ -10,7 +10,7 @@
 #include "common/clock.h"
 #include "common/credentials.h"
 #include "common/named_locks.h"
-#include "controller/agent_client.h"
+#include "controller/agent_api.h"
 #include "controller/leader.h"
 #include "controller/reconciler.h"
 #include "controller/requests.h"

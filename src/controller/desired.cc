@@ -6,13 +6,10 @@
 #include <cstring>
 #include <set>
 
-#include "common/protocol_proto.h"
 #include "common/target_name.h"
 #include "common/validate.h"
 
 namespace pillar::controller {
-
-namespace av1 = pillar::agent::v1;
 
 namespace {
 
@@ -81,52 +78,52 @@ StatusOr<DesiredExport> ComputeDesired(const api::VolumeState& volume, const Nod
   return want;
 }
 
-std::vector<std::string> Diff(const DesiredExport& want, const av1::Export* actual) {
+std::vector<std::string> Diff(const DesiredExport& want, const agent_api::Export* actual) {
   std::vector<std::string> out;
   if (actual == nullptr) {
     out.push_back("export is missing on the agent");
     return out;
   }
-  const auto& spec = actual->spec();
-  if (!SameAddress(spec.bind_address(), want.spec.bind_address)) {
-    out.push_back("bindAddress is " + spec.bind_address() + ", want " + want.spec.bind_address);
+  const auto& spec = actual->spec;
+  if (!SameAddress(spec.bind_address, want.spec.bind_address)) {
+    out.push_back("bindAddress is " + spec.bind_address + ", want " + want.spec.bind_address);
   }
-  if (spec.port() != want.spec.port) {
-    out.push_back("port is " + std::to_string(spec.port()) + ", want " +
+  if (spec.port != want.spec.port) {
+    out.push_back("port is " + std::to_string(spec.port) + ", want " +
                   std::to_string(want.spec.port));
   }
-  if (spec.acl_enabled() != want.spec.acl_enabled) {
-    out.push_back(std::string("aclEnabled is ") + (spec.acl_enabled() ? "true" : "false") +
+  if (spec.acl_enabled != want.spec.acl_enabled) {
+    out.push_back(std::string("aclEnabled is ") + (spec.acl_enabled ? "true" : "false") +
                   ", want " + (want.spec.acl_enabled ? "true" : "false"));
   }
   if (want.spec.in_capsule_data_size &&
-      spec.in_capsule_data_size() != *want.spec.in_capsule_data_size) {
-    out.push_back("inCapsuleDataSize is " + std::to_string(spec.in_capsule_data_size()) +
-                  ", want " + std::to_string(*want.spec.in_capsule_data_size));
+      spec.in_capsule_data_size != *want.spec.in_capsule_data_size) {
+    out.push_back("inCapsuleDataSize is " + std::to_string(spec.in_capsule_data_size) + ", want " +
+                  std::to_string(*want.spec.in_capsule_data_size));
   }
-  if (!actual->enabled()) out.push_back("export is disabled");
+  if (!actual->enabled) out.push_back("export is disabled");
   // Authentication and squashing are properties of the admitted hosts: with
   // nobody admitted there is nothing to compare.
-  bool admits = !spec.acl_enabled() || actual->allowed_hosts_size() > 0;
+  bool admits = !spec.acl_enabled || !actual->allowed_hosts.empty();
   if (admits && want.spec.auth == kAuthChap) {
-    if (spec.auth() != kAuthChap) {
-      out.push_back("auth is " + (spec.auth().empty() ? std::string(kAuthNone) : spec.auth()) +
+    if (spec.auth != kAuthChap) {
+      out.push_back("auth is " + (spec.auth.empty() ? std::string(kAuthNone) : spec.auth) +
                     ", want chap");
-    } else if (spec.auth_digest() != want.spec.auth_digest) {
+    } else if (spec.auth_digest != want.spec.auth_digest) {
       out.push_back("the hosts' credentials differ from the recorded authDigest");
     }
   }
   if (admits && want.protocol == Protocol::kIscsi && want.spec.auth != kAuthChap &&
-      spec.auth() == kAuthChap) {
+      spec.auth == kAuthChap) {
     out.push_back("auth is chap, want none");  // initiators without CHAP are refused
   }
   if (admits && want.protocol == Protocol::kNfs &&
-      spec.nfs_no_root_squash() == RootSquash(want.spec)) {
+      spec.nfs_no_root_squash == RootSquash(want.spec)) {
     out.push_back(std::string("nfsRootSquash is ") + (RootSquash(want.spec) ? "false" : "true") +
                   ", want " + (RootSquash(want.spec) ? "true" : "false"));
   }
   if (want.spec.acl_enabled) {
-    std::set<std::string> have(actual->allowed_hosts().begin(), actual->allowed_hosts().end());
+    std::set<std::string> have(actual->allowed_hosts.begin(), actual->allowed_hosts.end());
     std::set<std::string> need(want.hosts.begin(), want.hosts.end());
     for (const auto& h : need) {
       if (have.count(h) == 0) out.push_back("missing ACL entry " + h);
@@ -138,9 +135,9 @@ std::vector<std::string> Diff(const DesiredExport& want, const av1::Export* actu
   return out;
 }
 
-bool FenceBehind(const api::VolumeState& volume, const av1::Export* actual) {
-  return actual == nullptr || actual->fence().volume_uid() != volume.meta.uid ||
-         actual->fence().publication_generation() < volume.status.publication_generation;
+bool FenceBehind(const api::VolumeState& volume, const agent_api::Export* actual) {
+  return actual == nullptr || !actual->fence || actual->fence->volume_uid != volume.meta.uid ||
+         actual->fence->publication_generation < volume.status.publication_generation;
 }
 
 const char* ReasonForAgentError(const Status& s) {
@@ -151,33 +148,26 @@ const char* ReasonForAgentError(const Status& s) {
   return api::kReasonReconcileFailed;
 }
 
-av1::ApplyExportRequest MakeApplyRequest(const api::VolumeState& volume, const DesiredExport& want,
-                                         const Credentials* credentials) {
-  av1::ApplyExportRequest req;
-  req.set_agent_volume_id(volume.spec.agent_volume_id);
-  req.set_protocol(ToProto(want.protocol));
-  auto* spec = req.mutable_spec();
-  spec->set_bind_address(want.spec.bind_address);
-  spec->set_port(static_cast<int32_t>(want.spec.port));
-  spec->set_acl_enabled(want.spec.acl_enabled);
+agent_api::ApplyExportRequest MakeApplyRequest(const api::VolumeState& volume,
+                                               const DesiredExport& want,
+                                               const Credentials* credentials) {
+  agent_api::ApplyExportRequest req;
+  req.agent_volume_id = volume.spec.agent_volume_id;
+  req.protocol = want.protocol;
+  req.spec.bind_address = want.spec.bind_address;
+  req.spec.port = static_cast<int32_t>(want.spec.port);
+  req.spec.acl_enabled = want.spec.acl_enabled;
   if (want.spec.in_capsule_data_size) {
-    spec->set_in_capsule_data_size(static_cast<int32_t>(*want.spec.in_capsule_data_size));
+    req.spec.in_capsule_data_size = static_cast<int32_t>(*want.spec.in_capsule_data_size);
   }
   if (want.spec.auth == kAuthChap) {
-    spec->set_auth(kAuthChap);
-    spec->set_auth_digest(want.spec.auth_digest);
+    req.spec.auth = kAuthChap;
+    req.spec.auth_digest = want.spec.auth_digest;
   }
-  if (want.protocol == Protocol::kNfs) spec->set_nfs_no_root_squash(!RootSquash(want.spec));
-  if (credentials != nullptr) {
-    auto* c = req.mutable_credentials();
-    c->set_username(credentials->username);
-    c->set_secret(credentials->secret);
-    c->set_mutual_username(credentials->mutual_username);
-    c->set_mutual_secret(credentials->mutual_secret);
-  }
-  req.mutable_fence()->set_volume_uid(volume.meta.uid);
-  req.mutable_fence()->set_publication_generation(volume.status.publication_generation);
-  for (const auto& h : want.hosts) req.add_allowed_hosts(h);
+  if (want.protocol == Protocol::kNfs) req.spec.nfs_no_root_squash = !RootSquash(want.spec);
+  if (credentials != nullptr) req.credentials = *credentials;
+  req.fence = {volume.meta.uid, volume.status.publication_generation};
+  req.allowed_hosts = want.hosts;
   return req;
 }
 

@@ -10,7 +10,7 @@
 #include "api/types.h"
 #include "common/credentials.h"
 #include "common/protocol.h"
-#include "pillar/agent/v1/agent.pb.h"
+#include "controller/agent_api.h"
 
 namespace pillar::controller {
 
@@ -29,12 +29,12 @@ using NodeLookup = std::function<const api::NodeRecord*(const std::string& node_
 StatusOr<DesiredExport> ComputeDesired(const api::VolumeState& volume, const NodeLookup& nodes);
 
 // Human-readable differences; empty when the actual export is exactly desired.
-std::vector<std::string> Diff(const DesiredExport& want, const pillar::agent::v1::Export* actual);
+std::vector<std::string> Diff(const DesiredExport& want, const agent_api::Export* actual);
 
 // True when the agent's fencing mark is not this lifecycle's current
 // publication generation (no export, another uid, an older generation): the
 // export is re-applied even when it looks right, so the mark catches up.
-bool FenceBehind(const api::VolumeState& volume, const pillar::agent::v1::Export* actual);
+bool FenceBehind(const api::VolumeState& volume, const agent_api::Export* actual);
 
 // The target a volume's consumers are told to use, derived by the controller
 // from the recorded intent, never taken from the agent: for NVMe-oF and iSCSI
@@ -60,8 +60,8 @@ const char* ReasonForAgentError(const Status& s);
 // alone). Anything else means storage of this lifecycle may remain.
 bool NothingOfThisLifecycleLeft(const Status& deleted, bool provisioned);
 
-pillar::agent::v1::ApplyExportRequest MakeApplyRequest(const api::VolumeState& volume,
-                                                       const DesiredExport& want,
-                                                       const Credentials* credentials = nullptr);
+agent_api::ApplyExportRequest MakeApplyRequest(const api::VolumeState& volume,
+                                               const DesiredExport& want,
+                                               const Credentials* credentials = nullptr);
 
 }  // namespace pillar::controller

@@ -3,12 +3,9 @@
 #include <random>
 
 #include "common/log.h"
-#include "common/protocol_proto.h"
 #include "store/retry.h"
 
 namespace pillar::controller {
-
-namespace av1 = pillar::agent::v1;
 
 namespace {
 
@@ -480,8 +477,8 @@ bool ExportReconciler::Converge(const store::Object& obj, const SeenExport& seen
     if (!applied.ok()) {
       return fail(ReasonForAgentError(applied.status()), applied.status().message());
     }
-    out.changes.assign(applied->changes().begin(), applied->changes().end());
-    *actual = applied->export_();
+    out.changes = std::move(applied->changes);
+    *actual = std::move(applied->actual);
     if (!out.changes.empty()) {
       log::Info("export repaired", {{"volume", v.meta.name},
                                     {"drift", out.drift},
@@ -498,7 +495,7 @@ bool ExportReconciler::Converge(const store::Object& obj, const SeenExport& seen
                 "agent still differs from the recorded intent: " + Join(after));
   }
   // Consumers are told the target the controller derived, never a claim.
-  auto target = TargetIdFor(v, agent->record, out.actual->target_id());
+  auto target = TargetIdFor(v, agent->record, out.actual->target_id);
   if (!target.ok()) return fail(api::kReasonReconcileFailed, target.status().message());
   info = api::ExportInfo{*target, want.spec.bind_address, want.spec.port, v.spec.agent_volume_id};
   out.condition = MakeCondition(
@@ -509,20 +506,18 @@ bool ExportReconciler::Converge(const store::Object& obj, const SeenExport& seen
   return true;
 }
 
-StatusOr<std::optional<av1::Export>> ExportReconciler::Observe(const api::VolumeState& v,
-                                                               const DesiredExport& want,
-                                                               AgentClient& client,
-                                                               const SeenExport& seen) {
+StatusOr<std::optional<agent_api::Export>> ExportReconciler::Observe(const api::VolumeState& v,
+                                                                     const DesiredExport& want,
+                                                                     AgentClient& client,
+                                                                     const SeenExport& seen) {
   if (seen) {
-    if (*seen == nullptr) return std::optional<av1::Export>();
-    return std::optional<av1::Export>(**seen);
+    if (*seen == nullptr) return std::optional<agent_api::Export>();
+    return std::optional<agent_api::Export>(**seen);
   }
-  av1::GetExportRequest req;
-  req.set_agent_volume_id(v.spec.agent_volume_id);
-  req.set_protocol(ToProto(want.protocol));
-  auto got = WithAgentSlot(v.spec.agent_ref, [&] { return client.GetExport(req); });
-  if (got.ok()) return std::optional<av1::Export>(got->export_());
-  if (got.status().code() == Code::kNotFound) return std::optional<av1::Export>();
+  auto got = WithAgentSlot(v.spec.agent_ref,
+                           [&] { return client.GetExport(v.spec.agent_volume_id, want.protocol); });
+  if (got.ok()) return std::optional<agent_api::Export>(std::move(got).value());
+  if (got.status().code() == Code::kNotFound) return std::optional<agent_api::Export>();
   return got.status();
 }
 
@@ -530,15 +525,15 @@ void ExportReconciler::ResyncAgent(const std::string& agent_ref,
                                    const std::vector<store::Object>& volumes, ResyncStats& stats) {
   stats.agents++;
   auto agent = Agent(agent_ref);
-  std::map<std::string, av1::Export> by_key;
+  std::map<std::string, agent_api::Export> by_key;
   Status list_status;
   if (agent.ok()) {
     auto list = WithAgentSlot(agent_ref, [&] { return agent->client->ListExports(); });
     stats.agent_calls++;
     if (list.ok()) {
-      for (auto& e : *list->mutable_exports()) {
-        auto p = FromProto("export.protocol", e.protocol());
-        if (p.ok()) by_key[ExportKey(e.agent_volume_id(), *p)] = std::move(e);
+      // An export of a protocol this controller does not know is no volume's.
+      for (auto& e : *list) {
+        if (e.protocol) by_key[ExportKey(e.agent_volume_id, *e.protocol)] = std::move(e);
       }
     } else {
       list_status = list.status();
@@ -569,7 +564,7 @@ void ExportReconciler::ResyncAgent(const std::string& agent_ref,
     }
     // A malformed record is reported as such by Reconcile, which never looks
     // at `seen` then.
-    const av1::Export* seen = nullptr;
+    const agent_api::Export* seen = nullptr;
     if (auto v = api::LoadVolume(obj); v.ok()) {
       auto it = by_key.find(ExportKey(v->spec.agent_volume_id, v->spec.protocol));
       if (it != by_key.end()) seen = &it->second;
@@ -590,9 +585,7 @@ void ExportReconciler::ResyncAgent(const std::string& agent_ref,
 void ExportReconciler::ReapAbandonedCreate(const store::Object& obj, AgentClient& client) {
   auto v = api::LoadVolume(obj);
   if (!v.ok()) return;
-  av1::DeleteVolumeRequest req;
-  req.set_agent_volume_id(v->spec.agent_volume_id);
-  req.set_volume_uid(obj.uid);
+  agent_api::DeleteVolumeRequest req{v->spec.agent_volume_id, obj.uid};
   Status deleted = WithAgentSlot(v->spec.agent_ref, [&] { return client.DeleteVolume(req); });
   // An abandoned create is never provisioned; anything but "nothing of this
   // lifecycle left": try again next resync.
@@ -640,7 +633,7 @@ bool ExportReconciler::PollEpochs() {
     if (client.ok()) {
       auto info = (*client)->GetInfo();
       if (info.ok()) {
-        epoch = info->boot_epoch();
+        epoch = info->boot_epoch;
       } else {
         reach = info.status();
       }

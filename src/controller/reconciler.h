@@ -18,7 +18,7 @@
 #include "api/convert.h"
 #include "common/clock.h"
 #include "common/named_locks.h"
-#include "controller/agent_client.h"
+#include "controller/agent_api.h"
 #include "controller/desired.h"
 #include "kube/events.h"
 #include "store/cache.h"
@@ -62,7 +62,7 @@ struct ReconcileOutcome {
   api::Condition condition;          // the ExportReconciled condition written
   std::vector<std::string> drift;    // what differed before the pass
   std::vector<std::string> changes;  // what the agent changed
-  std::optional<pillar::agent::v1::Export> actual;
+  std::optional<agent_api::Export> actual;
   bool status_written = false;   // the condition or exportInfo changed and was written
   bool create_pending = false;   // a create in flight: nothing done, looked at again later
   bool not_provisioned = false;  // Provisioned=False: nothing done, nothing recorded
@@ -123,7 +123,7 @@ class ExportReconciler {
 
   // What a resync's ListExports saw for one volume (nullptr: no export);
   // nullopt: ask the agent.
-  using SeenExport = std::optional<const pillar::agent::v1::Export*>;
+  using SeenExport = std::optional<const agent_api::Export*>;
 
   // One pass for one volume: converge, then record the condition (CAS-retried).
   // `fresh` reads the store itself rather than the cache first.
@@ -135,10 +135,9 @@ class ExportReconciler {
   bool Converge(const store::Object& obj, const SeenExport& seen, ReconcileOutcome& out,
                 std::optional<api::ExportInfo>& info);
   // The agent's export of the volume; nullopt when it has none.
-  StatusOr<std::optional<pillar::agent::v1::Export>> Observe(const api::VolumeState& v,
-                                                             const DesiredExport& want,
-                                                             AgentClient& client,
-                                                             const SeenExport& seen);
+  StatusOr<std::optional<agent_api::Export>> Observe(const api::VolumeState& v,
+                                                     const DesiredExport& want, AgentClient& client,
+                                                     const SeenExport& seen);
   StatusOr<AgentView> Agent(const std::string& agent_ref);
   // Writes the condition (and exportInfo when reconciled) unless unchanged.
   StatusOr<bool> WriteOutcome(const store::Object& obj, const api::Condition& cond,

@@ -5,7 +5,6 @@
 #include <limits>
 
 #include "common/connection_timing.h"
-#include "common/protocol_proto.h"
 #include "common/validate.h"
 
 namespace pillar::controller {

@@ -11,7 +11,6 @@
 #include "api/convert.h"
 #include "api/crd.h"
 #include "common/clock.h"
-#include "common/protocol_proto.h"
 #include "common/validate.h"
 #include "common/version.h"
 #include "controller/agent_client.h"
@@ -23,7 +22,6 @@ namespace pillar::ctl {
 namespace {
 
 using namespace pillar::controller;  // NOLINT(google-build-using-namespace): CLI glue only
-namespace av1 = pillar::agent::v1;
 
 int Fail(const Status& s) {
   std::cerr << "pillarctl: " << s.ToString() << "\n";
@@ -149,16 +147,13 @@ int Drift(store::Store& store, AgentDirectory& agents, const std::string& only) 
     if (!rec.ok()) return Fail(rec.status());
     auto client = agents.Client(v.spec.agent_ref, {rec->address, rec->port, rec->tls_server_name});
     if (!client.ok()) return Fail(client.status());
-    av1::GetExportRequest req;
-    req.set_agent_volume_id(v.spec.agent_volume_id);
-    req.set_protocol(ToProto(desired->protocol));
-    auto got = (*client)->GetExport(req);
+    auto got = (*client)->GetExport(v.spec.agent_volume_id, desired->protocol);
     if (!got.ok() && got.status().code() != Code::kNotFound) {
       std::cout << o.name << ": cannot observe: " << got.status().message() << "\n";
       ++drifted;
       continue;
     }
-    auto diff = Diff(*desired, got.ok() ? &got->export_() : nullptr);
+    auto diff = Diff(*desired, got.ok() ? &*got : nullptr);
     if (diff.empty()) {
       std::cout << o.name << ": in sync (" << desired->hosts.size() << " ACL entries)\n";
     } else {

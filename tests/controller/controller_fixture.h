@@ -16,7 +16,6 @@
 
 #include "api/convert.h"
 #include "common/clock.h"
-#include "common/protocol_proto.h"
 #include "common/target_name.h"
 #include "common/temp_dir.h"
 #include "controller/desired.h"
@@ -176,8 +175,8 @@ class ControllerFixture : public ::testing::Test {
 
   // What the agent would hold when the volume's export is exactly its intent,
   // fenced at (`fence_uid`, `fence_generation`).
-  av1::Export ExportFor(const std::string& name, const std::string& fence_uid,
-                        int64_t fence_generation) {
+  agent_api::Export ExportFor(const std::string& name, const std::string& fence_uid,
+                              int64_t fence_generation) {
     api::VolumeState v = Volume(name);
     auto want = ComputeDesired(v, [this](const std::string& id) -> const api::NodeRecord* {
       auto o = store_->Get(api::kKindNode, id);
@@ -188,17 +187,16 @@ class ControllerFixture : public ::testing::Test {
       return nodes_.back().get();
     });
     EXPECT_TRUE(want.ok()) << want.status().ToString();
-    av1::Export e;
-    e.set_agent_volume_id(v.spec.agent_volume_id);
-    e.set_protocol(ToProto(v.spec.protocol));
-    e.set_target_id(TargetName(kDefaultNqnPrefix, v.spec.agent_volume_id));
-    e.mutable_spec()->set_bind_address(want->spec.bind_address);
-    e.mutable_spec()->set_port(static_cast<int32_t>(want->spec.port));
-    e.mutable_spec()->set_acl_enabled(want->spec.acl_enabled);
-    for (const auto& h : want->hosts) e.add_allowed_hosts(h);
-    e.set_enabled(true);
-    e.mutable_fence()->set_volume_uid(fence_uid);
-    e.mutable_fence()->set_publication_generation(fence_generation);
+    agent_api::Export e;
+    e.agent_volume_id = v.spec.agent_volume_id;
+    e.protocol = v.spec.protocol;
+    e.target_id = TargetName(kDefaultNqnPrefix, v.spec.agent_volume_id);
+    e.spec.bind_address = want->spec.bind_address;
+    e.spec.port = static_cast<int32_t>(want->spec.port);
+    e.spec.acl_enabled = want->spec.acl_enabled;
+    e.allowed_hosts = want->hosts;
+    e.enabled = true;
+    e.fence = agent_api::Fence{fence_uid, fence_generation};
     return e;
   }
 
@@ -206,7 +204,7 @@ class ControllerFixture : public ::testing::Test {
     api::VolumeState v = Volume(name);
     auto e = agent_->ExportOf(v.spec.agent_volume_id, v.spec.protocol);
     if (!e) return {};
-    return {e->allowed_hosts().begin(), e->allowed_hosts().end()};
+    return e->allowed_hosts;
   }
 
   pillar::testing::TempDir dir_;

@@ -150,14 +150,14 @@ TEST_F(CsiControllerTest, UnpublishKeepsThePublicationWhenTheRevocationCannotBeA
   EXPECT_THAT(v.status.published_nodes, IsEmpty());
   EXPECT_EQ(v.status.publication_generation, 3);
   EXPECT_THAT(AllowedHosts("pvc-1"), IsEmpty());
-  EXPECT_EQ(agent_->MarkOf("tank/pvc-1")->publication_generation(), 3)
+  EXPECT_EQ(agent_->MarkOf("tank/pvc-1")->publication_generation, 3)
       << "the final pass advances the fence";
 }
 
 TEST_F(CsiControllerTest, UnpublishKeepsThePublicationWhenTheTargetStillListsTheNode) {
   PublishedVolume("pvc-1", {"node-a", "node-b"});
   // The agent answers OK, but the kernel kept node-a's entry.
-  agent_->RewriteApply([](av1::Export& e) { e.add_allowed_hosts(NqnOf("node-a")); });
+  agent_->RewriteApply([](agent_api::Export& e) { e.allowed_hosts.push_back(NqnOf("node-a")); });
 
   grpc::Status s = Unpublish("pvc-1", "node-a");
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INTERNAL) << s.error_message();
@@ -181,8 +181,8 @@ TEST_F(CsiControllerTest, UnpublishRemovesOnlyThatNodesEntryThenDropsIt) {
   // The revoke itself was applied at the revoking generation, without node-a.
   auto applies = agent_->Applies();
   ASSERT_GE(applies.size(), 2u);
-  EXPECT_EQ(applies[1].fence().publication_generation(), 2);
-  EXPECT_THAT(applies[1].allowed_hosts(), ElementsAre(NqnOf("node-b")));
+  EXPECT_EQ(applies[1].fence.publication_generation, 2);
+  EXPECT_THAT(applies[1].allowed_hosts, ElementsAre(NqnOf("node-b")));
 
   // Idempotent: a node that is not published, a volume that does not exist.
   EXPECT_TRUE(Unpublish("pvc-1", "node-a").ok());
@@ -218,7 +218,7 @@ TEST_F(CsiControllerTest, CreateVolumeRecordsTheExportSpecAndAnswersOnlyOnceExpo
   resp.Clear();
   ASSERT_TRUE(csi_->CreateVolume(nullptr, &req, &resp).ok());
   EXPECT_EQ(Get(api::kKindVolume, "pvc-new").uid, uid);
-  EXPECT_EQ(agent_->VolumeOf("tank/pvc-new")->size_bytes(), 2 * kGiB);
+  EXPECT_EQ(agent_->VolumeOf("tank/pvc-new")->size_bytes, 2 * kGiB);
   (*req.mutable_parameters())["acl"] = "false";
   EXPECT_EQ(csi_->CreateVolume(nullptr, &req, &resp).error_code(),
             grpc::StatusCode::ALREADY_EXISTS);
@@ -528,15 +528,16 @@ TEST_F(CsiControllerTest, ChapRecordsOnlyADigestAndHandsTheKeyToTheAgentOnce) {
             CredentialsDigest("tank/pvc-auth", {"", key, "", ""}));
   auto applies = agent_->Applies();
   ASSERT_FALSE(applies.empty());
-  EXPECT_EQ(applies.back().credentials().secret(), key);
-  EXPECT_EQ(applies.back().spec().auth(), "chap");
-  EXPECT_EQ(applies.back().spec().auth_digest(), v.status.export_spec->auth_digest);
+  ASSERT_TRUE(applies.back().credentials.has_value());
+  EXPECT_EQ(applies.back().credentials->secret, key);
+  EXPECT_EQ(applies.back().spec.auth, "chap");
+  EXPECT_EQ(applies.back().spec.auth_digest, v.status.export_spec->auth_digest);
 
   // Later applies carry the digest only: the agent keeps the key.
   ASSERT_TRUE(Publish("pvc-auth", "node-a").ok());
   applies = agent_->Applies();
-  EXPECT_FALSE(applies.back().has_credentials());
-  EXPECT_EQ(applies.back().spec().auth_digest(), v.status.export_spec->auth_digest);
+  EXPECT_FALSE(applies.back().credentials.has_value());
+  EXPECT_EQ(applies.back().spec.auth_digest, v.status.export_spec->auth_digest);
 
   // ControllerPublish secrets, when given, must be the same key; they are
   // handed over again (an agent that lost its state directory).
@@ -555,7 +556,8 @@ TEST_F(CsiControllerTest, ChapRecordsOnlyADigestAndHandsTheKeyToTheAgentOnce) {
   (*pub.mutable_secrets())["dhchapKey"] = key;
   s = csi_->ControllerPublishVolume(nullptr, &pub, &presp);
   ASSERT_TRUE(s.ok()) << s.error_message();
-  EXPECT_EQ(agent_->Applies().back().credentials().secret(), key);
+  ASSERT_TRUE(agent_->Applies().back().credentials.has_value());
+  EXPECT_EQ(agent_->Applies().back().credentials->secret, key);
 
   // A retried create with another key is another volume's request.
   (*req.mutable_secrets())["dhchapKey"] = other;
@@ -580,7 +582,7 @@ TEST_F(CsiControllerTest, NfsRecordsRootSquashUnlessOptedOut) {
     ASSERT_TRUE(s.ok()) << s.error_message();
     auto v = Volume(name);
     ASSERT_TRUE(v.status.export_spec);
-    EXPECT_EQ(agent_->Applies().back().spec().nfs_no_root_squash(), squash == "false") << name;
+    EXPECT_EQ(agent_->Applies().back().spec.nfs_no_root_squash, squash == "false") << name;
     EXPECT_EQ(v.status.export_spec->nfs_root_squash.value_or(true), squash != "false") << name;
   }
 }
@@ -600,18 +602,19 @@ TEST_F(CsiControllerTest, NfsSendsTheRootModeAndOwnerToTheAgentAndRecordsThePara
   };
   grpc::Status s = create("nfs-default", {});
   ASSERT_TRUE(s.ok()) << s.error_message();
-  ASSERT_TRUE(agent_->Creates().back().has_root());
-  EXPECT_EQ(agent_->Creates().back().root().mode(), 0777u);
-  EXPECT_EQ(agent_->Creates().back().root().uid(), 0u);
-  EXPECT_EQ(agent_->Creates().back().root().gid(), 0u);
+  ASSERT_TRUE(agent_->Creates().back().root.has_value());
+  EXPECT_EQ(agent_->Creates().back().root->mode, 0777u);
+  EXPECT_EQ(agent_->Creates().back().root->uid, 0u);
+  EXPECT_EQ(agent_->Creates().back().root->gid, 0u);
 
   const std::map<std::string, std::string> shared = {{"nfsRootMode", "2770"},
                                                      {"nfsRootOwner", "1000:2000"}};
   s = create("nfs-shared", shared);
   ASSERT_TRUE(s.ok()) << s.error_message();
-  EXPECT_EQ(agent_->Creates().back().root().mode(), 02770u);
-  EXPECT_EQ(agent_->Creates().back().root().uid(), 1000u);
-  EXPECT_EQ(agent_->Creates().back().root().gid(), 2000u);
+  ASSERT_TRUE(agent_->Creates().back().root.has_value());
+  EXPECT_EQ(agent_->Creates().back().root->mode, 02770u);
+  EXPECT_EQ(agent_->Creates().back().root->uid, 1000u);
+  EXPECT_EQ(agent_->Creates().back().root->gid, 2000u);
   // Recorded with the other create parameters: a retry with another owner is
   // another request, not a way to change the volume.
   EXPECT_EQ(Volume("nfs-shared").spec.parameters.value("nfsRootOwner", ""), "1000:2000");
@@ -621,7 +624,7 @@ TEST_F(CsiControllerTest, NfsSendsTheRootModeAndOwnerToTheAgentAndRecordsThePara
   // A block volume's request carries none.
   s = create("blk", {}, /*block=*/true);
   ASSERT_TRUE(s.ok()) << s.error_message();
-  EXPECT_FALSE(agent_->Creates().back().has_root());
+  EXPECT_FALSE(agent_->Creates().back().root.has_value());
 
   // A bad value is refused before anything is recorded or asked of the agent.
   const size_t creates = agent_->Creates().size();
@@ -847,7 +850,7 @@ TEST_F(CsiControllerTest, ControllerExpandVolumeGrowsAndReportsNodeExpansion) {
   EXPECT_EQ(resp.capacity_bytes() % (4 << 20), 0) << "rounded up to the allocation quantum";
   EXPECT_TRUE(resp.node_expansion_required()) << "a filesystem on a block device";
   EXPECT_EQ(Volume("fs-1").status.capacity_bytes, resp.capacity_bytes());
-  EXPECT_EQ(agent_->VolumeOf("tank/fs-1")->size_bytes(), resp.capacity_bytes());
+  EXPECT_EQ(agent_->VolumeOf("tank/fs-1")->size_bytes, resp.capacity_bytes());
   int64_t grown = resp.capacity_bytes();
 
   // Smaller than what it has: nothing to do, the current size is the answer.

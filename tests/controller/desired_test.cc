@@ -16,7 +16,6 @@
 namespace pillar::controller {
 namespace {
 
-namespace av1 = pillar::agent::v1;
 using ::testing::HasSubstr;
 
 api::VolumeState Volume(Protocol protocol, bool acl) {
@@ -105,24 +104,24 @@ TEST(DesiredTest, DiffNamesEveryDifference) {
   want.spec = {"fd00::5", 4420, true, std::nullopt};
   want.hosts = {"nqn.2014-08.org.x:a", "nqn.2014-08.org.x:b"};
   EXPECT_EQ(Diff(want, nullptr), std::vector<std::string>{"export is missing on the agent"});
-  av1::Export actual;
-  actual.mutable_spec()->set_bind_address("fd00:0:0::5");  // same address, other spelling
-  actual.mutable_spec()->set_port(4420);
-  actual.mutable_spec()->set_acl_enabled(true);
-  actual.mutable_spec()->set_in_capsule_data_size(8192);  // not asked for: not compared
-  actual.set_enabled(true);
-  actual.add_allowed_hosts("nqn.2014-08.org.x:a");
-  actual.add_allowed_hosts("nqn.2014-08.org.x:b");
+  agent_api::Export actual;
+  actual.spec.bind_address = "fd00:0:0::5";  // same address, other spelling
+  actual.spec.port = 4420;
+  actual.spec.acl_enabled = true;
+  actual.spec.in_capsule_data_size = 8192;  // not asked for: not compared
+  actual.enabled = true;
+  actual.allowed_hosts.push_back("nqn.2014-08.org.x:a");
+  actual.allowed_hosts.push_back("nqn.2014-08.org.x:b");
   EXPECT_TRUE(Diff(want, &actual).empty());
-  actual.clear_allowed_hosts();
-  actual.add_allowed_hosts("nqn.2014-08.org.x:a");
-  actual.add_allowed_hosts("nqn.2014-08.org.x:stale");
+  actual.allowed_hosts.clear();
+  actual.allowed_hosts.push_back("nqn.2014-08.org.x:a");
+  actual.allowed_hosts.push_back("nqn.2014-08.org.x:stale");
   auto d = Diff(want, &actual);
   ASSERT_EQ(d.size(), 2u);
   EXPECT_EQ(d[0], "missing ACL entry nqn.2014-08.org.x:b");
   EXPECT_EQ(d[1], "unexpected ACL entry nqn.2014-08.org.x:stale");
-  actual.mutable_spec()->set_port(4421);
-  actual.set_enabled(false);
+  actual.spec.port = 4421;
+  actual.enabled = false;
   EXPECT_EQ(Diff(want, &actual).size(), 4u);
 }
 
@@ -138,15 +137,14 @@ class ReconcilerDiffTest : public ::testing::Test {
     return want;
   }
   // What an agent holding exactly `want` reports.
-  static av1::Export Have(const DesiredExport& want) {
-    av1::Export e;
-    e.mutable_spec()->set_bind_address(want.spec.bind_address);
-    e.mutable_spec()->set_port(static_cast<int32_t>(want.spec.port));
-    e.mutable_spec()->set_acl_enabled(want.spec.acl_enabled);
-    e.mutable_spec()->set_in_capsule_data_size(
-        static_cast<int32_t>(want.spec.in_capsule_data_size.value_or(0)));
-    e.set_enabled(true);
-    for (const auto& h : want.hosts) e.add_allowed_hosts(h);
+  static agent_api::Export Have(const DesiredExport& want) {
+    agent_api::Export e;
+    e.spec.bind_address = want.spec.bind_address;
+    e.spec.port = static_cast<int32_t>(want.spec.port);
+    e.spec.acl_enabled = want.spec.acl_enabled;
+    e.spec.in_capsule_data_size = static_cast<int32_t>(want.spec.in_capsule_data_size.value_or(0));
+    e.enabled = true;
+    for (const auto& h : want.hosts) e.allowed_hosts.push_back(h);
     return e;
   }
   using Lines = std::vector<std::string>;
@@ -163,22 +161,22 @@ TEST_F(ReconcilerDiffTest, ExactIntentHasNoDifference) {
 TEST_F(ReconcilerDiffTest, BindAddressIsComparedAsAnAddress) {
   auto have = Have(Want());
   for (const char* same : {"fd00:0:0:0:0:0:0:5", "fd00:0::5", "FD00::5"}) {
-    have.mutable_spec()->set_bind_address(same);
+    have.spec.bind_address = same;
     EXPECT_EQ(Diff(Want(), &have), Lines{}) << same;
   }
-  have.mutable_spec()->set_bind_address("fd00::6");
+  have.spec.bind_address = "fd00::6";
   EXPECT_EQ(Diff(Want(), &have), Lines{"bindAddress is fd00::6, want fd00::5"});
-  have.mutable_spec()->set_bind_address("10.0.0.5");
+  have.spec.bind_address = "10.0.0.5";
   EXPECT_EQ(Diff(Want(), &have).size(), 1u);
   auto v4 = Want();
   v4.spec.bind_address = "10.0.0.5";
-  have.mutable_spec()->set_bind_address("10.0.0.6");
+  have.spec.bind_address = "10.0.0.6";
   EXPECT_EQ(Diff(v4, &have), Lines{"bindAddress is 10.0.0.6, want 10.0.0.5"});
 }
 
 TEST_F(ReconcilerDiffTest, PortIncludingTheProtocolDefaultForZero) {
   auto have = Have(Want());
-  have.mutable_spec()->set_port(4421);
+  have.spec.port = 4421;
   EXPECT_EQ(Diff(Want(), &have), Lines{"port is 4421, want 4420"});
 
   // A recorded port of 0 means the protocol's default, which is what targets report.
@@ -194,7 +192,7 @@ TEST_F(ReconcilerDiffTest, PortIncludingTheProtocolDefaultForZero) {
     EXPECT_EQ(want->spec.port, port);
     auto at_default = Have(*want);
     EXPECT_EQ(Diff(*want, &at_default), Lines{}) << ProtocolName(protocol);
-    at_default.mutable_spec()->set_port(0);
+    at_default.spec.port = 0;
     EXPECT_EQ(Diff(*want, &at_default), Lines{"port is 0, want " + std::to_string(port)});
   }
 }
@@ -202,16 +200,16 @@ TEST_F(ReconcilerDiffTest, PortIncludingTheProtocolDefaultForZero) {
 TEST_F(ReconcilerDiffTest, AclEnabledMismatchEitherWay) {
   // Same entries, but the target admits any host: wider than the intent.
   auto have = Have(Want());
-  have.mutable_spec()->set_acl_enabled(false);
+  have.spec.acl_enabled = false;
   EXPECT_EQ(Diff(Want(), &have), Lines{"aclEnabled is false, want true"});
   have = Have(Want(false));
-  have.mutable_spec()->set_acl_enabled(true);
+  have.spec.acl_enabled = true;
   EXPECT_EQ(Diff(Want(false), &have), Lines{"aclEnabled is true, want false"});
 }
 
 TEST_F(ReconcilerDiffTest, InCapsuleDataSizeIsComparedOnlyWhenRecorded) {
   auto have = Have(Want());
-  have.mutable_spec()->set_in_capsule_data_size(8192);
+  have.spec.in_capsule_data_size = 8192;
   EXPECT_EQ(Diff(Want(), &have), Lines{"inCapsuleDataSize is 8192, want 16384"});
   auto unrecorded = Want();
   unrecorded.spec.in_capsule_data_size.reset();
@@ -220,30 +218,30 @@ TEST_F(ReconcilerDiffTest, InCapsuleDataSizeIsComparedOnlyWhenRecorded) {
 
 TEST_F(ReconcilerDiffTest, DisabledExportDiffers) {
   auto have = Have(Want());
-  have.set_enabled(false);
+  have.enabled = false;
   EXPECT_EQ(Diff(Want(), &have), Lines{"export is disabled"});
 }
 
 TEST_F(ReconcilerDiffTest, MissingAndUnexpectedAclEntries) {
   auto have = Have(Want());
-  have.clear_allowed_hosts();
-  have.add_allowed_hosts("nqn.2014-08.org.x:a");
+  have.allowed_hosts.clear();
+  have.allowed_hosts.push_back("nqn.2014-08.org.x:a");
   EXPECT_EQ(Diff(Want(), &have), Lines{"missing ACL entry nqn.2014-08.org.x:b"});
-  have.add_allowed_hosts("nqn.2014-08.org.x:b");
-  have.add_allowed_hosts("nqn.2014-08.org.x:intruder");
+  have.allowed_hosts.push_back("nqn.2014-08.org.x:b");
+  have.allowed_hosts.push_back("nqn.2014-08.org.x:intruder");
   EXPECT_EQ(Diff(Want(), &have), Lines{"unexpected ACL entry nqn.2014-08.org.x:intruder"});
   // ACL on with nobody published admits nobody: any entry is unexpected.
   auto nobody = Want();
   nobody.hosts.clear();
-  have.clear_allowed_hosts();
+  have.allowed_hosts.clear();
   EXPECT_EQ(Diff(nobody, &have), Lines{});
-  have.add_allowed_hosts("nqn.2014-08.org.x:a");
+  have.allowed_hosts.push_back("nqn.2014-08.org.x:a");
   EXPECT_EQ(Diff(nobody, &have), Lines{"unexpected ACL entry nqn.2014-08.org.x:a"});
 }
 
 TEST_F(ReconcilerDiffTest, AclOffIgnoresEntries) {
   auto have = Have(Want(false));
-  have.add_allowed_hosts("nqn.2014-08.org.x:leftover");
+  have.allowed_hosts.push_back("nqn.2014-08.org.x:leftover");
   EXPECT_EQ(Diff(Want(false), &have), Lines{}) << "any host is admitted by intent";
 }
 
@@ -252,16 +250,15 @@ TEST(ReconcilerFenceTest, BehindUnlessThisLifecycleAtThisGenerationOrNewer) {
   v.meta.uid = "6f1c2d3e-4a5b-4c6d-8e7f-0a1b2c3d4e5f";
   v.status.publication_generation = 5;
   EXPECT_TRUE(FenceBehind(v, nullptr));
-  av1::Export e;
+  agent_api::Export e;
   EXPECT_TRUE(FenceBehind(v, &e)) << "no mark";
-  e.mutable_fence()->set_volume_uid(v.meta.uid);
-  e.mutable_fence()->set_publication_generation(4);
+  e.fence = agent_api::Fence{v.meta.uid, 4};
   EXPECT_TRUE(FenceBehind(v, &e));
-  e.mutable_fence()->set_publication_generation(5);
+  e.fence->publication_generation = 5;
   EXPECT_FALSE(FenceBehind(v, &e));
-  e.mutable_fence()->set_publication_generation(6);
+  e.fence->publication_generation = 6;
   EXPECT_FALSE(FenceBehind(v, &e));
-  e.mutable_fence()->set_volume_uid("0d6c1f4e-0000-4000-8000-000000000000");
+  e.fence->volume_uid = "0d6c1f4e-0000-4000-8000-000000000000";
   EXPECT_TRUE(FenceBehind(v, &e)) << "another lifecycle";
 }
 
@@ -280,10 +277,10 @@ TEST(DesiredTest, ApplyRequestCarriesTheFence) {
   want.spec = {"10.0.0.5", 3260, true, std::nullopt};
   want.hosts = {"iqn.1993-08.org.debian:01:a"};
   auto req = MakeApplyRequest(v, want);
-  EXPECT_EQ(req.fence().volume_uid(), v.meta.uid);
-  EXPECT_EQ(req.fence().publication_generation(), 7);
-  EXPECT_EQ(req.agent_volume_id(), "tank/pvc-1");
-  ASSERT_EQ(req.allowed_hosts_size(), 1);
+  EXPECT_EQ(req.fence.volume_uid, v.meta.uid);
+  EXPECT_EQ(req.fence.publication_generation, 7);
+  EXPECT_EQ(req.agent_volume_id, "tank/pvc-1");
+  ASSERT_EQ(req.allowed_hosts.size(), 1u);
 }
 
 TEST(ModelTest, ExportSpecSchemaIsStrict) {
@@ -489,14 +486,14 @@ TEST_F(ReconcilerDiffTest, AuthAndRootSquashAreComparedOnAdmittedHosts) {
   want.spec.auth = "chap";
   want.spec.auth_digest = "sha256:aa";
   auto have = Have(want);
-  have.mutable_spec()->set_auth("chap");
-  have.mutable_spec()->set_auth_digest("sha256:aa");
+  have.spec.auth = "chap";
+  have.spec.auth_digest = "sha256:aa";
   EXPECT_TRUE(Diff(want, &have).empty());
-  have.mutable_spec()->set_auth_digest("sha256:bb");
+  have.spec.auth_digest = "sha256:bb";
   EXPECT_EQ(Diff(want, &have), Lines{"the hosts' credentials differ from the recorded authDigest"});
-  have.mutable_spec()->set_auth("none");
+  have.spec.auth = "none";
   EXPECT_EQ(Diff(want, &have), Lines{"auth is none, want chap"});
-  have.clear_allowed_hosts();  // nobody admitted: nothing to authenticate
+  have.allowed_hosts.clear();  // nobody admitted: nothing to authenticate
   want.hosts.clear();
   EXPECT_TRUE(Diff(want, &have).empty());
 
@@ -506,13 +503,13 @@ TEST_F(ReconcilerDiffTest, AuthAndRootSquashAreComparedOnAdmittedHosts) {
   nfs.hosts = {"10.0.1.1"};
   auto served = Have(nfs);
   EXPECT_TRUE(Diff(nfs, &served).empty()) << "absent nfsRootSquash means root_squash";
-  served.mutable_spec()->set_nfs_no_root_squash(true);
+  served.spec.nfs_no_root_squash = true;
   EXPECT_EQ(Diff(nfs, &served), Lines{"nfsRootSquash is false, want true"});
   nfs.spec.nfs_root_squash = false;
   EXPECT_TRUE(Diff(nfs, &served).empty());
   auto req = MakeApplyRequest(Volume(Protocol::kNfs, true), nfs);
-  EXPECT_TRUE(req.spec().nfs_no_root_squash());
-  EXPECT_FALSE(req.has_credentials());
+  EXPECT_TRUE(req.spec.nfs_no_root_squash);
+  EXPECT_FALSE(req.credentials.has_value());
 }
 
 // DeleteVolume and the reaper of abandoned creates decide alike when a

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <set>
 
-#include "common/protocol_proto.h"
 #include "common/target_name.h"
 
 namespace pillar::controller::testing {
@@ -11,27 +10,25 @@ namespace pillar::controller::testing {
 namespace {
 
 // The names the real agent gives its targets with its default prefixes.
-std::string TargetId(const std::string& agent_volume_id, av1::Protocol p) {
+std::string TargetId(const std::string& agent_volume_id, Protocol p) {
   switch (p) {
-    case av1::PROTOCOL_ISCSI:
+    case Protocol::kIscsi:
       return TargetName(kDefaultIqnPrefix, agent_volume_id);
-    case av1::PROTOCOL_NFS:
+    case Protocol::kNfs:
       return "/srv/pillar/" + agent_volume_id;
-    default:
-      return TargetName(kDefaultNqnPrefix, agent_volume_id);
+    case Protocol::kNvmeofTcp:
+      break;
   }
+  return TargetName(kDefaultNqnPrefix, agent_volume_id);
 }
 
-bool SameExport(const av1::Export& a, const av1::Export& b) {
-  return a.spec().SerializeAsString() == b.spec().SerializeAsString() &&
-         std::vector<std::string>(a.allowed_hosts().begin(), a.allowed_hosts().end()) ==
-             std::vector<std::string>(b.allowed_hosts().begin(), b.allowed_hosts().end()) &&
-         a.enabled() == b.enabled();
+bool SameExport(const agent_api::Export& a, const agent_api::Export& b) {
+  return a.spec == b.spec && a.allowed_hosts == b.allowed_hosts && a.enabled == b.enabled;
 }
 
 }  // namespace
 
-std::string FakeAgent::Key(const std::string& agent_volume_id, av1::Protocol p) {
+std::string FakeAgent::Key(const std::string& agent_volume_id, Protocol p) {
   return agent_volume_id + "#" + std::to_string(static_cast<int>(p));
 }
 
@@ -54,167 +51,164 @@ Status FakeAgent::Enter(AgentCall call) {
   return it == failures_.end() ? Status::Ok() : it->second;
 }
 
-Status FakeAgent::CheckFenceLocked(const std::string& agent_volume_id, const av1::Fence& fence) {
+Status FakeAgent::CheckFenceLocked(const std::string& agent_volume_id,
+                                   const agent_api::Fence& fence) {
   auto it = marks_.find(agent_volume_id);
   if (it == marks_.end()) return Status::Ok();
-  if (it->second.volume_uid() != fence.volume_uid()) {
-    return Aborted("fenced: " + agent_volume_id + " belongs to lifecycle " +
-                   it->second.volume_uid() + ", not " + fence.volume_uid());
+  if (it->second.volume_uid != fence.volume_uid) {
+    return Aborted("fenced: " + agent_volume_id + " belongs to lifecycle " + it->second.volume_uid +
+                   ", not " + fence.volume_uid);
   }
-  if (fence.publication_generation() < it->second.publication_generation()) {
+  if (fence.publication_generation < it->second.publication_generation) {
     return Aborted("fenced: " + agent_volume_id + " holds generation " +
-                   std::to_string(it->second.publication_generation()) + ", offered " +
-                   std::to_string(fence.publication_generation()));
+                   std::to_string(it->second.publication_generation) + ", offered " +
+                   std::to_string(fence.publication_generation));
   }
   return Status::Ok();
 }
 
-StatusOr<av1::GetInfoResponse> FakeAgent::GetInfo() {
+StatusOr<agent_api::Info> FakeAgent::GetInfo() {
   Status s = Enter(AgentCall::kGetInfo);
   std::lock_guard<std::mutex> lock(mu_);
   if (!s.ok()) return s;
-  av1::GetInfoResponse resp;
-  resp.set_node_name("fake-storage-node");
-  resp.set_boot_epoch(boot_epoch_);
-  for (const auto& p : pools_) *resp.add_pools() = p;
-  return resp;
+  agent_api::Info info;
+  info.node_name = "fake-storage-node";
+  info.boot_epoch = boot_epoch_;
+  info.pools = pools_;
+  return info;
 }
 
-StatusOr<av1::CreateVolumeResponse> FakeAgent::CreateVolume(const av1::CreateVolumeRequest& r) {
+StatusOr<agent_api::Volume> FakeAgent::CreateVolume(const agent_api::CreateVolumeRequest& r) {
   Status s = Enter(AgentCall::kCreateVolume);
   std::lock_guard<std::mutex> lock(mu_);
   if (!s.ok()) return s;
   creates_.push_back(r);
-  std::string id = r.pool() + "/" + r.name();
+  std::string id = r.pool + "/" + r.name;
   auto mark = marks_.find(id);
-  if (mark != marks_.end() && mark->second.volume_uid() != r.volume_uid()) {
+  if (mark != marks_.end() && mark->second.volume_uid != r.volume_uid) {
     return AlreadyExists("volume " + id + " belongs to another lifecycle");
   }
   auto& v = volumes_[id];
-  if (v.agent_volume_id().empty()) {
-    v.set_agent_volume_id(id);
-    v.set_pool(r.pool());
-    v.set_name(r.name());
-    v.set_size_bytes(r.size_bytes());
-    v.set_mode(r.mode());
-    v.set_backend("file");
-    v.set_volume_uid(r.volume_uid());
+  if (v.agent_volume_id.empty()) {
+    v.agent_volume_id = id;
+    v.pool = r.pool;
+    v.name = r.name;
+    v.size_bytes = r.size_bytes;
+    v.mode = r.mode;
+    v.backend = "file";
+    v.volume_uid = r.volume_uid;
   }
-  if (mark == marks_.end()) marks_[id].set_volume_uid(r.volume_uid());
-  av1::CreateVolumeResponse resp;
-  *resp.mutable_volume() = v;
-  return resp;
+  if (mark == marks_.end()) marks_[id].volume_uid = r.volume_uid;
+  return v;
 }
 
-StatusOr<av1::ExpandVolumeResponse> FakeAgent::ExpandVolume(const av1::ExpandVolumeRequest& r) {
+StatusOr<agent_api::Volume> FakeAgent::ExpandVolume(const agent_api::ExpandVolumeRequest& r) {
   Status s = Enter(AgentCall::kExpandVolume);
   std::lock_guard<std::mutex> lock(mu_);
   if (!s.ok()) return s;
-  auto it = volumes_.find(r.agent_volume_id());
-  if (it == volumes_.end()) return NotFound("volume " + r.agent_volume_id() + " does not exist");
+  auto it = volumes_.find(r.agent_volume_id);
+  if (it == volumes_.end()) return NotFound("volume " + r.agent_volume_id + " does not exist");
   // As the real agent: only the volume's own lifecycle may grow it.
-  auto mark = marks_.find(r.agent_volume_id());
-  if (mark != marks_.end() && mark->second.volume_uid() != r.volume_uid()) {
-    return FailedPrecondition("volume " + r.agent_volume_id() + " is not lifecycle " +
-                              r.volume_uid() + "'s");
+  auto mark = marks_.find(r.agent_volume_id);
+  if (mark != marks_.end() && mark->second.volume_uid != r.volume_uid) {
+    return FailedPrecondition("volume " + r.agent_volume_id + " is not lifecycle " + r.volume_uid +
+                              "'s");
   }
-  it->second.set_size_bytes(std::max(it->second.size_bytes(), r.size_bytes()));
-  av1::ExpandVolumeResponse resp;
-  *resp.mutable_volume() = it->second;
-  return resp;
+  it->second.size_bytes = std::max(it->second.size_bytes, r.size_bytes);
+  return it->second;
 }
 
-Status FakeAgent::DeleteVolume(const av1::DeleteVolumeRequest& r) {
+Status FakeAgent::DeleteVolume(const agent_api::DeleteVolumeRequest& r) {
   Status s = Enter(AgentCall::kDeleteVolume);
   std::lock_guard<std::mutex> lock(mu_);
   if (!s.ok()) return s;
-  auto mark = marks_.find(r.agent_volume_id());
-  if (mark != marks_.end() && mark->second.volume_uid() != r.volume_uid()) {
-    return Aborted("volume " + r.agent_volume_id() + " belongs to another lifecycle");
+  auto mark = marks_.find(r.agent_volume_id);
+  if (mark != marks_.end() && mark->second.volume_uid != r.volume_uid) {
+    return Aborted("volume " + r.agent_volume_id + " belongs to another lifecycle");
   }
-  if (volumes_.erase(r.agent_volume_id()) == 0) {
-    return NotFound("volume " + r.agent_volume_id() + " does not exist");
+  if (volumes_.erase(r.agent_volume_id) == 0) {
+    return NotFound("volume " + r.agent_volume_id + " does not exist");
   }
-  marks_.erase(r.agent_volume_id());
+  marks_.erase(r.agent_volume_id);
   return Status::Ok();
 }
 
-StatusOr<av1::GetCapacityResponse> FakeAgent::GetCapacity(const av1::GetCapacityRequest& r) {
+StatusOr<std::vector<agent_api::Pool>> FakeAgent::GetCapacity(const std::string& pool) {
   Status s = Enter(AgentCall::kGetCapacity);
   std::lock_guard<std::mutex> lock(mu_);
   if (!s.ok()) return s;
-  av1::GetCapacityResponse resp;
+  std::vector<agent_api::Pool> out;
   for (const auto& p : pools_) {
-    if (r.pool().empty() || p.name() == r.pool()) *resp.add_pools() = p;
+    if (pool.empty() || p.name == pool) out.push_back(p);
   }
-  if (!r.pool().empty() && resp.pools().empty()) return NotFound("pool " + r.pool());
-  return resp;
+  if (!pool.empty() && out.empty()) return NotFound("pool " + pool);
+  return out;
 }
 
-StatusOr<av1::ApplyExportResponse> FakeAgent::ApplyExport(const av1::ApplyExportRequest& r) {
+StatusOr<agent_api::ApplyExportResult> FakeAgent::ApplyExport(
+    const agent_api::ApplyExportRequest& r) {
   Status s = Enter(AgentCall::kApplyExport);
   std::lock_guard<std::mutex> lock(mu_);
   applies_.push_back(r);
   if (!s.ok()) return s;
-  RETURN_IF_ERROR(CheckFenceLocked(r.agent_volume_id(), r.fence()));
-  av1::Export next;
-  next.set_agent_volume_id(r.agent_volume_id());
-  next.set_protocol(r.protocol());
-  next.set_target_id(TargetId(r.agent_volume_id(), r.protocol()));
-  *next.mutable_spec() = r.spec();
-  std::set<std::string> hosts(r.allowed_hosts().begin(), r.allowed_hosts().end());
-  for (const auto& h : hosts) next.add_allowed_hosts(h);
-  next.set_backing("/dev/fake/" + r.agent_volume_id());
-  next.set_enabled(true);
-  marks_[r.agent_volume_id()] = r.fence();
-  *next.mutable_fence() = r.fence();
+  RETURN_IF_ERROR(CheckFenceLocked(r.agent_volume_id, r.fence));
+  agent_api::Export next;
+  next.agent_volume_id = r.agent_volume_id;
+  next.protocol = r.protocol;
+  next.target_id = TargetId(r.agent_volume_id, r.protocol);
+  next.spec = r.spec;
+  std::set<std::string> hosts(r.allowed_hosts.begin(), r.allowed_hosts.end());
+  next.allowed_hosts.assign(hosts.begin(), hosts.end());
+  next.backing = "/dev/fake/" + r.agent_volume_id;
+  next.enabled = true;
+  marks_[r.agent_volume_id] = r.fence;
+  next.fence = r.fence;
   if (rewrite_apply_) rewrite_apply_(next);
 
-  av1::ApplyExportResponse resp;
-  std::string key = Key(r.agent_volume_id(), r.protocol());
+  agent_api::ApplyExportResult result;
+  std::string key = Key(r.agent_volume_id, r.protocol);
   auto have = exports_.find(key);
   if (have == exports_.end()) {
-    resp.add_changes("created export " + next.target_id());
+    result.changes.push_back("created export " + next.target_id);
   } else if (!SameExport(have->second, next)) {
-    resp.add_changes("updated export " + next.target_id());
+    result.changes.push_back("updated export " + next.target_id);
   }
   exports_[key] = next;
-  *resp.mutable_export_() = next;
-  return resp;
+  result.actual = next;
+  return result;
 }
 
-StatusOr<av1::GetExportResponse> FakeAgent::GetExport(const av1::GetExportRequest& r) {
+StatusOr<agent_api::Export> FakeAgent::GetExport(const std::string& agent_volume_id,
+                                                 Protocol protocol) {
   Status s = Enter(AgentCall::kGetExport);
   std::lock_guard<std::mutex> lock(mu_);
   if (!s.ok()) return s;
-  auto it = exports_.find(Key(r.agent_volume_id(), r.protocol()));
-  if (it == exports_.end()) return NotFound("no export of " + r.agent_volume_id());
-  av1::GetExportResponse resp;
-  *resp.mutable_export_() = it->second;
-  return resp;
+  auto it = exports_.find(Key(agent_volume_id, protocol));
+  if (it == exports_.end()) return NotFound("no export of " + agent_volume_id);
+  return it->second;
 }
 
-StatusOr<av1::ListExportsResponse> FakeAgent::ListExports() {
+StatusOr<std::vector<agent_api::Export>> FakeAgent::ListExports() {
   Status s = Enter(AgentCall::kListExports);
   std::lock_guard<std::mutex> lock(mu_);
   if (!s.ok()) return s;
-  av1::ListExportsResponse resp;
-  for (const auto& [key, e] : exports_) *resp.add_exports() = e;
-  return resp;
+  std::vector<agent_api::Export> out;
+  for (const auto& [key, e] : exports_) out.push_back(e);
+  return out;
 }
 
-StatusOr<av1::UnexportVolumeResponse> FakeAgent::UnexportVolume(
-    const av1::UnexportVolumeRequest& r) {
+StatusOr<std::vector<std::string>> FakeAgent::UnexportVolume(
+    const agent_api::UnexportVolumeRequest& r) {
   Status s = Enter(AgentCall::kUnexportVolume);
   std::lock_guard<std::mutex> lock(mu_);
   if (!s.ok()) return s;
-  RETURN_IF_ERROR(CheckFenceLocked(r.agent_volume_id(), r.fence()));
-  marks_[r.agent_volume_id()] = r.fence();
-  av1::UnexportVolumeResponse resp;
-  if (exports_.erase(Key(r.agent_volume_id(), r.protocol())) > 0) {
-    resp.add_changes("removed export of " + r.agent_volume_id());
+  RETURN_IF_ERROR(CheckFenceLocked(r.agent_volume_id, r.fence));
+  marks_[r.agent_volume_id] = r.fence;
+  std::vector<std::string> changes;
+  if (exports_.erase(Key(r.agent_volume_id, r.protocol)) > 0) {
+    changes.push_back("removed export of " + r.agent_volume_id);
   }
-  return resp;
+  return changes;
 }
 
 void FakeAgent::FailWith(AgentCall call, Status s) {
@@ -232,7 +226,7 @@ void FakeAgent::OnCall(std::function<void(AgentCall)> hook) {
   hook_ = std::move(hook);
 }
 
-void FakeAgent::RewriteApply(std::function<void(av1::Export&)> rewrite) {
+void FakeAgent::RewriteApply(std::function<void(agent_api::Export&)> rewrite) {
   std::lock_guard<std::mutex> lock(mu_);
   rewrite_apply_ = std::move(rewrite);
 }
@@ -250,19 +244,21 @@ void FakeAgent::Release() {
   cv_.notify_all();
 }
 
-void FakeAgent::SetExport(const av1::Export& e) {
+void FakeAgent::SetExport(const agent_api::Export& e) {
   std::lock_guard<std::mutex> lock(mu_);
-  exports_[Key(e.agent_volume_id(), e.protocol())] = e;
-  if (e.fence().volume_uid().empty()) {
-    marks_.erase(e.agent_volume_id());
+  // An export of no known protocol is kept where no lookup by protocol finds it.
+  exports_[e.protocol ? Key(e.agent_volume_id, *e.protocol) : e.agent_volume_id + "#?"] = e;
+  if (!e.fence || e.fence->volume_uid.empty()) {
+    marks_.erase(e.agent_volume_id);
   } else {
-    marks_[e.agent_volume_id()] = e.fence();
+    marks_[e.agent_volume_id] = *e.fence;
   }
 }
 
-std::optional<av1::Export> FakeAgent::ExportOf(const std::string& agent_volume_id, Protocol p) {
+std::optional<agent_api::Export> FakeAgent::ExportOf(const std::string& agent_volume_id,
+                                                     Protocol p) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = exports_.find(Key(agent_volume_id, ToProto(p)));
+  auto it = exports_.find(Key(agent_volume_id, p));
   if (it == exports_.end()) return std::nullopt;
   return it->second;
 }
@@ -279,29 +275,29 @@ void FakeAgent::SetBootEpoch(const std::string& epoch) {
 
 void FakeAgent::AddPool(const std::string& name, int64_t total_bytes, int64_t available_bytes) {
   std::lock_guard<std::mutex> lock(mu_);
-  av1::Pool p;
-  p.set_name(name);
-  p.set_backend("file");
-  p.set_total_bytes(total_bytes);
-  p.set_available_bytes(available_bytes);
+  agent_api::Pool p;
+  p.name = name;
+  p.backend = "file";
+  p.total_bytes = total_bytes;
+  p.available_bytes = available_bytes;
   pools_.push_back(p);
 }
 
 void FakeAgent::AddVolume(const std::string& agent_volume_id, int64_t size_bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   auto& v = volumes_[agent_volume_id];
-  v.set_agent_volume_id(agent_volume_id);
-  v.set_size_bytes(size_bytes);
+  v.agent_volume_id = agent_volume_id;
+  v.size_bytes = size_bytes;
 }
 
-std::optional<av1::Volume> FakeAgent::VolumeOf(const std::string& agent_volume_id) {
+std::optional<agent_api::Volume> FakeAgent::VolumeOf(const std::string& agent_volume_id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = volumes_.find(agent_volume_id);
   if (it == volumes_.end()) return std::nullopt;
   return it->second;
 }
 
-std::optional<av1::Fence> FakeAgent::MarkOf(const std::string& agent_volume_id) {
+std::optional<agent_api::Fence> FakeAgent::MarkOf(const std::string& agent_volume_id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = marks_.find(agent_volume_id);
   if (it == marks_.end()) return std::nullopt;
@@ -330,12 +326,12 @@ int FakeAgent::MaxInFlight() {
   return max_in_flight_;
 }
 
-std::vector<av1::ApplyExportRequest> FakeAgent::Applies() {
+std::vector<agent_api::ApplyExportRequest> FakeAgent::Applies() {
   std::lock_guard<std::mutex> lock(mu_);
   return applies_;
 }
 
-std::vector<av1::CreateVolumeRequest> FakeAgent::Creates() {
+std::vector<agent_api::CreateVolumeRequest> FakeAgent::Creates() {
   std::lock_guard<std::mutex> lock(mu_);
   return creates_;
 }

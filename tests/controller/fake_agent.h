@@ -15,11 +15,9 @@
 #include <vector>
 
 #include "common/protocol.h"
-#include "controller/agent_client.h"
+#include "controller/agent_api.h"
 
 namespace pillar::controller::testing {
-
-namespace av1 = pillar::agent::v1;
 
 enum class AgentCall {
   kGetInfo,
@@ -37,16 +35,18 @@ class FakeAgent : public AgentClient {
  public:
   FakeAgent() = default;
 
-  StatusOr<av1::GetInfoResponse> GetInfo() override;
-  StatusOr<av1::CreateVolumeResponse> CreateVolume(const av1::CreateVolumeRequest& r) override;
-  StatusOr<av1::ExpandVolumeResponse> ExpandVolume(const av1::ExpandVolumeRequest& r) override;
-  Status DeleteVolume(const av1::DeleteVolumeRequest& r) override;
-  StatusOr<av1::GetCapacityResponse> GetCapacity(const av1::GetCapacityRequest& r) override;
-  StatusOr<av1::ApplyExportResponse> ApplyExport(const av1::ApplyExportRequest& r) override;
-  StatusOr<av1::GetExportResponse> GetExport(const av1::GetExportRequest& r) override;
-  StatusOr<av1::ListExportsResponse> ListExports() override;
-  StatusOr<av1::UnexportVolumeResponse> UnexportVolume(
-      const av1::UnexportVolumeRequest& r) override;
+  StatusOr<agent_api::Info> GetInfo() override;
+  StatusOr<agent_api::Volume> CreateVolume(const agent_api::CreateVolumeRequest& r) override;
+  StatusOr<agent_api::Volume> ExpandVolume(const agent_api::ExpandVolumeRequest& r) override;
+  Status DeleteVolume(const agent_api::DeleteVolumeRequest& r) override;
+  StatusOr<std::vector<agent_api::Pool>> GetCapacity(const std::string& pool) override;
+  StatusOr<agent_api::ApplyExportResult> ApplyExport(
+      const agent_api::ApplyExportRequest& r) override;
+  StatusOr<agent_api::Export> GetExport(const std::string& agent_volume_id,
+                                        Protocol protocol) override;
+  StatusOr<std::vector<agent_api::Export>> ListExports() override;
+  StatusOr<std::vector<std::string>> UnexportVolume(
+      const agent_api::UnexportVolumeRequest& r) override;
 
   // --- Scripting -----------------------------------------------------------
 
@@ -58,7 +58,7 @@ class FakeAgent : public AgentClient {
   void OnCall(std::function<void(AgentCall)> hook);
   // Edits what a successful ApplyExport leaves in place (and reports): an
   // agent whose apply did not take, e.g. an ACL entry the kernel kept.
-  void RewriteApply(std::function<void(av1::Export&)> rewrite);
+  void RewriteApply(std::function<void(agent_api::Export&)> rewrite);
   // While held, every call waits (counted as in flight) until Release().
   void Hold();
   void Release();
@@ -67,16 +67,16 @@ class FakeAgent : public AgentClient {
 
   // Puts an export in place as if the kernel had it; its fence becomes the
   // volume's mark on disk.
-  void SetExport(const av1::Export& e);
-  std::optional<av1::Export> ExportOf(const std::string& agent_volume_id, Protocol p);
+  void SetExport(const agent_api::Export& e);
+  std::optional<agent_api::Export> ExportOf(const std::string& agent_volume_id, Protocol p);
   // The kernel target state is lost (module reload, reboot); marks survive.
   void WipeExports();
   void SetBootEpoch(const std::string& epoch);
   void AddPool(const std::string& name, int64_t total_bytes, int64_t available_bytes);
   void AddVolume(const std::string& agent_volume_id, int64_t size_bytes);
-  std::optional<av1::Volume> VolumeOf(const std::string& agent_volume_id);
+  std::optional<agent_api::Volume> VolumeOf(const std::string& agent_volume_id);
   // The fencing mark of a volume: (uid, generation).
-  std::optional<av1::Fence> MarkOf(const std::string& agent_volume_id);
+  std::optional<agent_api::Fence> MarkOf(const std::string& agent_volume_id);
 
   // --- Observation ---------------------------------------------------------
 
@@ -84,16 +84,16 @@ class FakeAgent : public AgentClient {
   int TotalCalls();
   int InFlight();
   int MaxInFlight();
-  std::vector<av1::ApplyExportRequest> Applies();
-  std::vector<av1::CreateVolumeRequest> Creates();
+  std::vector<agent_api::ApplyExportRequest> Applies();
+  std::vector<agent_api::CreateVolumeRequest> Creates();
 
  private:
   // Counts the call, runs the hook and waits while held (in flight meanwhile);
   // returns the scripted failure, if any.
   Status Enter(AgentCall call);
-  static std::string Key(const std::string& agent_volume_id, av1::Protocol p);
+  static std::string Key(const std::string& agent_volume_id, Protocol p);
   // ABORTED when (uid, generation) is older than the mark or of another lifecycle.
-  Status CheckFenceLocked(const std::string& agent_volume_id, const av1::Fence& fence);
+  Status CheckFenceLocked(const std::string& agent_volume_id, const agent_api::Fence& fence);
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -103,15 +103,15 @@ class FakeAgent : public AgentClient {
   std::map<AgentCall, int> calls_;
   std::map<AgentCall, Status> failures_;
   std::function<void(AgentCall)> hook_;
-  std::function<void(av1::Export&)> rewrite_apply_;
-  std::vector<av1::ApplyExportRequest> applies_;
-  std::vector<av1::CreateVolumeRequest> creates_;
+  std::function<void(agent_api::Export&)> rewrite_apply_;
+  std::vector<agent_api::ApplyExportRequest> applies_;
+  std::vector<agent_api::CreateVolumeRequest> creates_;
 
   std::string boot_epoch_ = "epoch-1";
-  std::map<std::string, av1::Export> exports_;  // Key() -> export
-  std::map<std::string, av1::Fence> marks_;     // agent volume id -> mark
-  std::map<std::string, av1::Volume> volumes_;  // agent volume id -> volume
-  std::vector<av1::Pool> pools_;
+  std::map<std::string, agent_api::Export> exports_;  // Key() -> export
+  std::map<std::string, agent_api::Fence> marks_;     // agent volume id -> mark
+  std::map<std::string, agent_api::Volume> volumes_;  // agent volume id -> volume
+  std::vector<agent_api::Pool> pools_;
 };
 
 // Resolves agentRefs to FakeAgents; an unknown agent is UNAVAILABLE (nothing

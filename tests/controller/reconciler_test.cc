@@ -64,11 +64,11 @@ TEST_F(ReconcilerTest, MissingExportIsBuiltFromTheRecordedIntentWithItsFence) {
   EXPECT_THAT(out.drift, ElementsAre("export is missing on the agent"));
   auto applies = agent_->Applies();
   ASSERT_EQ(applies.size(), 1u);
-  EXPECT_EQ(applies[0].fence().volume_uid(), Uid("pvc-1"));
-  EXPECT_EQ(applies[0].fence().publication_generation(), 2);
-  EXPECT_EQ(applies[0].spec().port(), 4420) << "port 0 is the protocol default";
-  EXPECT_EQ(applies[0].spec().bind_address(), kAgentAddress);
-  EXPECT_TRUE(applies[0].spec().acl_enabled());
+  EXPECT_EQ(applies[0].fence.volume_uid, Uid("pvc-1"));
+  EXPECT_EQ(applies[0].fence.publication_generation, 2);
+  EXPECT_EQ(applies[0].spec.port, 4420) << "port 0 is the protocol default";
+  EXPECT_EQ(applies[0].spec.bind_address, kAgentAddress);
+  EXPECT_TRUE(applies[0].spec.acl_enabled);
   EXPECT_THAT(AllowedHosts("pvc-1"), ElementsAre(NqnOf("node-a"), NqnOf("node-b")));
   EXPECT_EQ(Condition("pvc-1"), "True/Reconciled");
   auto v = Volume("pvc-1");
@@ -87,9 +87,9 @@ TEST_F(ReconcilerTest, ExportThatLooksRightButWhoseFenceIsBehindIsReapplied) {
   auto out = Reconcile("pvc-1");
   EXPECT_TRUE(out.drift.empty()) << "the export itself matched";
   ASSERT_EQ(agent_->Calls(AgentCall::kApplyExport), 1) << "a fence behind must be re-applied";
-  EXPECT_EQ(agent_->Applies()[0].fence().publication_generation(), 5);
+  EXPECT_EQ(agent_->Applies()[0].fence.publication_generation, 5);
   ASSERT_TRUE(agent_->MarkOf("tank/pvc-1").has_value());
-  EXPECT_EQ(agent_->MarkOf("tank/pvc-1")->publication_generation(), 5);
+  EXPECT_EQ(agent_->MarkOf("tank/pvc-1")->publication_generation, 5);
   EXPECT_EQ(Condition("pvc-1"), "True/Reconciled");
 }
 
@@ -101,7 +101,7 @@ TEST_F(ReconcilerTest, ExportWithoutAnyFenceIsReappliedSoTheMarkExists) {
   Reconcile("pvc-1");
   EXPECT_EQ(agent_->Calls(AgentCall::kApplyExport), 1);
   ASSERT_TRUE(agent_->MarkOf("tank/pvc-1").has_value());
-  EXPECT_EQ(agent_->MarkOf("tank/pvc-1")->volume_uid(), Uid("pvc-1"));
+  EXPECT_EQ(agent_->MarkOf("tank/pvc-1")->volume_uid, Uid("pvc-1"));
   EXPECT_EQ(Condition("pvc-1"), "True/Reconciled");
 }
 
@@ -136,9 +136,9 @@ TEST_F(ReconcilerTest, ApplyThatLeavesTheExportDifferentIsReconcileFailedNeverRe
   RegisterNode("node-b");
   CreateVolume(Spec("pvc-1"), Intent(true, {"node-a", "node-b"}, 4));
   // The agent answers OK but node-b's entry did not take.
-  agent_->RewriteApply([](av1::Export& e) {
-    e.clear_allowed_hosts();
-    e.add_allowed_hosts(NqnOf("node-a"));
+  agent_->RewriteApply([](agent_api::Export& e) {
+    e.allowed_hosts.clear();
+    e.allowed_hosts.push_back(NqnOf("node-a"));
   });
   auto out = Reconcile("pvc-1");
   EXPECT_EQ(agent_->Calls(AgentCall::kApplyExport), 1);
@@ -148,7 +148,7 @@ TEST_F(ReconcilerTest, ApplyThatLeavesTheExportDifferentIsReconcileFailedNeverRe
   EXPECT_FALSE(Volume("pvc-1").status.export_info.has_value()) << "no endpoint for consumers";
 
   // An agent whose ACL stays off when the intent has it on: wider than recorded.
-  agent_->RewriteApply([](av1::Export& e) { e.mutable_spec()->set_acl_enabled(false); });
+  agent_->RewriteApply([](agent_api::Export& e) { e.spec.acl_enabled = false; });
   Reconcile("pvc-1");
   EXPECT_EQ(Condition("pvc-1"), "False/ReconcileFailed");
   EXPECT_THAT(ConditionMessage("pvc-1"), HasSubstr("aclEnabled is false, want true"));
@@ -309,7 +309,7 @@ TEST_F(ReconcilerTest, AnAgentsClaimOfAnotherTargetIsNeverTakenForConsumers) {
   RegisterNode("node-a");
   CreateVolume(Spec("pvc-1"), Intent(true, {"node-a"}, 1));
   const std::string victim = "nqn.2026-12.com.bhyoo.pillar-csi:tank:2fvictim";
-  agent_->RewriteApply([&](av1::Export& e) { e.set_target_id(victim); });
+  agent_->RewriteApply([&](agent_api::Export& e) { e.target_id = victim; });
   auto out = Reconcile("pvc-1");
   EXPECT_EQ(Condition("pvc-1"), "False/ReconcileFailed");
   EXPECT_THAT(out.condition.message, HasSubstr("reports target " + victim));
@@ -322,7 +322,7 @@ TEST_F(ReconcilerTest, RealFencingRefusalIsStaleGeneration) {
   CreateVolume(Spec("pvc-1"), Intent(true, {"node-a"}, 5));
   // A newer controller (generation 7) already changed the ACL; this record is older.
   auto newer = ExportFor("pvc-1", Uid("pvc-1"), 7);
-  newer.clear_allowed_hosts();
+  newer.allowed_hosts.clear();
   agent_->SetExport(newer);
   Reconcile("pvc-1");
   EXPECT_EQ(agent_->Calls(AgentCall::kApplyExport), 1);
@@ -386,7 +386,7 @@ TEST_F(ReconcilerTest, ExportSpecMissingTouchesNothing) {
   RegisterNode("node-a");
   CreateVolume(Spec("pvc-1"), Intent(true, {"node-a"}, 3));
   auto existing = ExportFor("pvc-1", Uid("pvc-1"), 2);
-  existing.add_allowed_hosts(NqnOf("node-z"));  // whatever the target has, it stays
+  existing.allowed_hosts.push_back(NqnOf("node-z"));  // whatever the target has, it stays
   agent_->SetExport(existing);
   EditStatus(api::kKindVolume, "pvc-1", [](nlohmann::json& s) { s.erase("exportSpec"); });
 
@@ -396,14 +396,14 @@ TEST_F(ReconcilerTest, ExportSpecMissingTouchesNothing) {
   EXPECT_EQ(agents_.ClientCalls(), 0);
   auto now = agent_->ExportOf("tank/pvc-1", Protocol::kNvmeofTcp);
   ASSERT_TRUE(now.has_value());
-  EXPECT_EQ(now->SerializeAsString(), existing.SerializeAsString());
+  EXPECT_EQ(*now, existing);
 }
 
 TEST_F(ReconcilerTest, UnresolvablePublishedNodeAppliesNothingSoItsEntryIsNeverDropped) {
   RegisterNode("node-a");
   CreateVolume(Spec("pvc-1"), Intent(true, {"node-a"}, 2));
   auto existing = ExportFor("pvc-1", Uid("pvc-1"), 2);
-  existing.add_allowed_hosts(NqnOf("node-gone"));
+  existing.allowed_hosts.push_back(NqnOf("node-gone"));
   agent_->SetExport(existing);
   // node-gone is published but its PillarNode record is missing.
   EditStatus(api::kKindVolume, "pvc-1", [](nlohmann::json& s) {
@@ -444,7 +444,7 @@ TEST_F(ReconcilerTest, ConcurrentStatusWriteIsRetriedAndNeitherWriteIsLost) {
   EXPECT_EQ(v.status.publication_generation, 2);
   EXPECT_EQ(Condition("pvc-1"), "True/Reconciled");
   EXPECT_THAT(AllowedHosts("pvc-1"), ElementsAre(NqnOf("node-a"), NqnOf("node-b")));
-  EXPECT_EQ(agent_->MarkOf("tank/pvc-1")->publication_generation(), 2);
+  EXPECT_EQ(agent_->MarkOf("tank/pvc-1")->publication_generation, 2);
 }
 
 TEST_F(ReconcilerTest, ResyncWithoutDriftWritesNoStatusAndAppliesNothing) {
@@ -477,8 +477,8 @@ TEST_F(ReconcilerTest, ResyncRepairsAnOutOfBandEdit) {
   Reconcile("pvc-1");
   // Someone edits the target behind pillar's back: node-a's entry goes, an intruder comes.
   auto edited = *agent_->ExportOf("tank/pvc-1", Protocol::kNvmeofTcp);
-  edited.clear_allowed_hosts();
-  edited.add_allowed_hosts(NqnOf("intruder"));
+  edited.allowed_hosts.clear();
+  edited.allowed_hosts.push_back(NqnOf("intruder"));
   agent_->SetExport(edited);
 
   ResyncStats stats = reconciler().ResyncAll();

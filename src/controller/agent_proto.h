@@ -1,0 +1,35 @@
+// The one translation between the controller's agent types (agent_api.h) and
+// agent.proto, used only by the gRPC client (agent_client.cc): requests go
+// out as protobuf, answers come back as pillar types.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "controller/agent_api.h"
+#include "pillar/agent/v1/agent.pb.h"
+
+namespace pillar::controller {
+
+pillar::agent::v1::CreateVolumeRequest ToProto(const agent_api::CreateVolumeRequest& r);
+pillar::agent::v1::ExpandVolumeRequest ToProto(const agent_api::ExpandVolumeRequest& r);
+pillar::agent::v1::DeleteVolumeRequest ToProto(const agent_api::DeleteVolumeRequest& r);
+pillar::agent::v1::ApplyExportRequest ToProto(const agent_api::ApplyExportRequest& r);
+pillar::agent::v1::UnexportVolumeRequest ToProto(const agent_api::UnexportVolumeRequest& r);
+pillar::agent::v1::GetCapacityRequest GetCapacityRequestProto(const std::string& pool);
+pillar::agent::v1::GetExportRequest GetExportRequestProto(const std::string& agent_volume_id,
+                                                          Protocol protocol);
+
+// Answers. Enum values this controller does not know are left out (see
+// agent_api.h), never an error: what the controller needs of them is checked
+// where it is used.
+agent_api::Info FromProto(const pillar::agent::v1::GetInfoResponse& m);
+agent_api::Volume FromProto(const pillar::agent::v1::Volume& m);
+agent_api::Pool FromProto(const pillar::agent::v1::Pool& m);
+agent_api::Export FromProto(const pillar::agent::v1::Export& m);
+agent_api::ApplyExportResult FromProto(const pillar::agent::v1::ApplyExportResponse& m);
+std::vector<agent_api::Pool> FromProto(const pillar::agent::v1::GetCapacityResponse& m);
+std::vector<agent_api::Export> FromProto(const pillar::agent::v1::ListExportsResponse& m);
+std::vector<std::string> FromProto(const pillar::agent::v1::UnexportVolumeResponse& m);
+
+}  // namespace pillar::controller
