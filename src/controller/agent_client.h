@@ -2,6 +2,7 @@
 // TLS, converting pillar's types to agent.proto and back (agent_proto.h).
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -19,6 +20,8 @@ struct AgentTlsConfig {
   std::chrono::milliseconds timeout{std::chrono::seconds(15)};
 };
 
+// One channel per agent, rebuilt when its endpoint changes; the TLS handshake
+// admits only that agent's certificate.
 class GrpcAgentDirectory : public AgentDirectory {
  public:
   explicit GrpcAgentDirectory(AgentTlsConfig config) : config_(std::move(config)) {}

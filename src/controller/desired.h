@@ -51,7 +51,6 @@ StatusOr<std::string> TargetIdFor(const api::VolumeState& volume, const api::Age
 // agent (AgentUnavailable), anything else ReconcileFailed.
 const char* ReasonForAgentError(const Status& s);
 
-// `credentials`, when given, travel in the request's secret field.
 // Whether an agent's DeleteVolume answer leaves nothing of a volume's
 // lifecycle on the agent, so its record may go: NOT_FOUND (nothing was
 // made), or, for a create the agent never confirmed (Provisioned=False),
@@ -60,6 +59,9 @@ const char* ReasonForAgentError(const Status& s);
 // alone). Anything else means storage of this lifecycle may remain.
 bool NothingOfThisLifecycleLeft(const Status& deleted, bool provisioned);
 
+// The ApplyExport that converges the volume's export to `want`, fenced by its
+// uid and publication generation; `credentials`, when given, travel in the
+// request's secret field.
 agent_api::ApplyExportRequest MakeApplyRequest(const api::VolumeState& volume,
                                                const DesiredExport& want,
                                                const Credentials* credentials = nullptr);
