@@ -125,6 +125,9 @@ void AddControllerFlags(CLI::App& app, ControllerDaemonOptions& o) {
   app.add_option("--events-namespace", o.kube.events_namespace,
                  "Kubernetes store: namespace of the Events (default: the controller's)");
   app.add_option("--resync-interval", o.resync_seconds, "seconds between full resyncs (jittered)");
+  app.add_option("--store-wait", o.store_wait_seconds,
+                 "seconds the start waits for an unreachable or slow store before it gives up")
+      ->check(CLI::Range(0, 86400));
   app.add_option("--epoch-poll-interval", o.epoch_poll_seconds,
                  "seconds between agent epoch checks");
   app.add_option("--workers", o.workers, "reconcile workers");
@@ -197,8 +200,16 @@ int RunController(ControllerDaemonOptions options) {
                                           {"nodeServiceAccount", o.kube.node_service_account}});
   }
 
+  store::StartPatience patience;
+  patience.total = std::chrono::seconds(o.store_wait_seconds);
+  auto keep_waiting = [](const Status& s, std::chrono::milliseconds wait) {
+    log::Warn("the store did not answer; trying again",
+              {{"error", s.ToString()}, {"waitMs", static_cast<int64_t>(wait.count())}});
+  };
   for (const auto& a : o.agents) {
-    if (Status s = SeedAgent(*store, a); !s.ok()) return fail(s);
+    Status s = store::RetryWhileUnreachable(
+        patience, [&] { return SeedAgent(*store, a); }, keep_waiting);
+    if (!s.ok()) return fail(s);
   }
 
   GrpcAgentDirectory directory(o.agent_tls);
@@ -241,7 +252,8 @@ int RunController(ControllerDaemonOptions options) {
   };
   std::atomic<int> exit_code{0};
   auto lead = [&]() -> Status {
-    RETURN_IF_ERROR(reconciler.Start());
+    RETURN_IF_ERROR(store::RetryWhileUnreachable(
+        patience, [&] { return reconciler.Start(); }, keep_waiting));
     if (!on_kube) RETURN_IF_ERROR(serve_csi());
     ASSIGN_OR_RETURN(
         auto reg_creds,

@@ -42,6 +42,9 @@ struct ControllerDaemonOptions {
   KubeOptions kube;
   int resync_seconds = 30;
   int epoch_poll_seconds = 5;
+  // How long the start waits for a store that cannot be reached (or answers
+  // too late) before it gives up with exit code 2.
+  int store_wait_seconds = 300;
   int workers = 8;
   int workers_per_agent = 0;  // 0: half of workers
   std::string log_level = "info";

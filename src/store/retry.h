@@ -3,7 +3,11 @@
 // again and retries, a bounded number of times.
 #pragma once
 
+#include <algorithm>
+#include <chrono>
+#include <functional>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "common/status.h"
@@ -35,6 +39,42 @@ auto RetryOnConflict(const std::string& what, Attempt&& attempt) -> decltype(att
     if (!LostRace(StatusOf(result))) return result;
   }
   return Aborted(what + " kept changing concurrently; retry");
+}
+
+// True for a store that could not be reached or answered too late: worth
+// another try, unlike a refusal.
+inline bool Unreachable(const Status& s) {
+  return s.code() == Code::kUnavailable || s.code() == Code::kDeadlineExceeded;
+}
+
+// How long a daemon's start waits for its store, and how it waits.
+struct StartPatience {
+  std::chrono::milliseconds total{std::chrono::minutes(5)};
+  std::chrono::milliseconds first_wait{std::chrono::seconds(1)};
+  std::chrono::milliseconds max_wait{std::chrono::seconds(10)};
+};
+
+// Runs attempt() until it returns anything but Unreachable or `patience.total`
+// has passed; between tries waits first_wait, doubling up to max_wait, and
+// tells on_retry(failure, wait) first. A store that is slow to answer while
+// the machine is busy then costs a daemon's start some seconds, not a
+// restart and its back-off.
+inline Status RetryWhileUnreachable(
+    const StartPatience& patience, const std::function<Status()>& attempt,
+    const std::function<void(const Status&, std::chrono::milliseconds)>& on_retry) {
+  auto deadline = std::chrono::steady_clock::now() + patience.total;
+  auto wait = patience.first_wait;
+  while (true) {
+    Status s = attempt();
+    if (s.ok() || !Unreachable(s)) return s;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left <= std::chrono::milliseconds(0)) return s;
+    auto pause = std::min(wait, left);
+    on_retry(s, pause);
+    std::this_thread::sleep_for(pause);
+    wait = std::min(wait * 2, patience.max_wait);
+  }
 }
 
 }  // namespace pillar::store
