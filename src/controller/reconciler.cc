@@ -80,6 +80,7 @@ Status ExportReconciler::Start() {
     if (e.type == store::EventType::kDeleted) {
       std::lock_guard<std::mutex> lock(mu_);
       agent_of_.erase(key);
+      applied_in_epoch_.erase(e.object.name);
     }
     EnqueueKey(key, {}, e.type == store::EventType::kDeleted ? "" : AgentRefOf(e.object));
   });
@@ -455,8 +456,10 @@ bool ExportReconciler::Converge(const store::Object& obj, const SeenExport& seen
   if (!actual.ok()) return fail(ReasonForAgentError(actual.status()), actual.status().message());
   out.drift = Diff(want, *actual ? &**actual : nullptr);
 
-  // Apply only when something differs or the agent's fence is behind.
-  if (!out.drift.empty() || FenceBehind(v, *actual ? &**actual : nullptr)) {
+  // Apply only when something differs, the agent's fence is behind or the
+  // agent restarted since this volume was last applied.
+  auto reapply_epoch = ReapplyEpoch(v.spec.agent_ref, v.meta.name);
+  if (!out.drift.empty() || FenceBehind(v, *actual ? &**actual : nullptr) || reapply_epoch) {
     std::optional<Credentials> offered;
     if (want.spec.auth == kAuthChap) {
       std::lock_guard<std::mutex> lock(credentials_mu_);
@@ -476,6 +479,10 @@ bool ExportReconciler::Converge(const store::Object& obj, const SeenExport& seen
     }
     if (!applied.ok()) {
       return fail(ReasonForAgentError(applied.status()), applied.status().message());
+    }
+    if (reapply_epoch) {
+      std::lock_guard<std::mutex> lock(mu_);
+      applied_in_epoch_[v.meta.name] = *reapply_epoch;
     }
     out.changes = std::move(applied->changes);
     *actual = std::move(applied->actual);
@@ -662,12 +669,28 @@ bool ExportReconciler::PollEpochs() {
       }
     }
     if (epoch_changed) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        restarted_agents_[obj.name] = epoch;
+      }
       log::Info("agent boot epoch changed; re-applying its exports",
                 {{"agent", obj.name}, {"was", previous_epoch}, {"now", epoch}});
       EnqueueKey(kAgentPrefix + obj.name);
     }
   }
   return some_unreachable;
+}
+
+std::optional<std::string> ExportReconciler::ReapplyEpoch(const std::string& agent,
+                                                          const std::string& volume) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto restarted = restarted_agents_.find(agent);
+  if (restarted == restarted_agents_.end()) return std::nullopt;
+  auto applied = applied_in_epoch_.find(volume);
+  if (applied != applied_in_epoch_.end() && applied->second == restarted->second) {
+    return std::nullopt;
+  }
+  return restarted->second;
 }
 
 void ExportReconciler::AcquireAgent(const std::string& agent_ref) {

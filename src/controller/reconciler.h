@@ -101,6 +101,9 @@ class ExportReconciler {
   bool PollEpochs();
   // How long the epoch loop waits after a poll.
   std::chrono::milliseconds NextEpochPoll(bool some_unreachable) const;
+  // Whether `volume` of `agent` waits for its one apply since the agent's
+  // restart; the epoch it would be applied in.
+  std::optional<std::string> ReapplyEpoch(const std::string& agent, const std::string& volume);
 
   void EnqueueVolume(const std::string& volume);
 
@@ -207,6 +210,12 @@ class ExportReconciler {
   std::condition_variable inflight_cv_;
   std::map<std::string, std::string> agent_of_;  // volume key -> its agent
   std::map<std::string, int> busy_workers_;      // agent -> workers on its keys
+  // After an agent's boot epoch changed (seen by PollEpochs), each of its
+  // volumes is applied once even when nothing differs: the new agent process
+  // then holds the intent and repairs what it sees lost on a kernel event
+  // (an NFS export table wiped) without waiting for a resync.
+  std::map<std::string, std::string> restarted_agents_;  // agent -> its new epoch
+  std::map<std::string, std::string> applied_in_epoch_;  // volume -> epoch applied in
 
   std::mutex credentials_mu_;
   std::map<std::string, Credentials> credentials_;  // volume -> offered, not yet on the agent

@@ -93,6 +93,38 @@ TEST_F(ReconcilerTest, ExportThatLooksRightButWhoseFenceIsBehindIsReapplied) {
   EXPECT_EQ(Condition("pvc-1"), "True/Reconciled");
 }
 
+// Issue 28: a restarted agent knows only what was applied since its start,
+// and repairs on a kernel event (an NFS table wiped) only what it knows. So
+// after a new boot epoch each volume is applied once even when the export
+// survived the restart (knfsd kept it), and only once.
+TEST_F(ReconcilerTest, AfterAnAgentRestartEachVolumeIsAppliedOnceEvenWithoutDrift) {
+  RegisterNode("node-a");
+  CreateVolume(Spec("pvc-1"), Intent(true, {"node-a"}, 1));
+  CreateVolume(Spec("pvc-2"), Intent(true, {"node-a"}, 1));
+  Reconcile("pvc-1");
+  Reconcile("pvc-2");
+  reconciler().PollEpochs();  // records epoch-1
+  Reconcile("pvc-1");
+  const int settled = agent_->Calls(AgentCall::kApplyExport);
+  ASSERT_EQ(settled, 2) << "nothing differs and the agent did not restart: no apply";
+
+  agent_->SetBootEpoch("epoch-2");  // restarted, its exports intact
+  reconciler().PollEpochs();
+  auto out = Reconcile("pvc-1");
+  EXPECT_TRUE(out.drift.empty());
+  EXPECT_EQ(agent_->Calls(AgentCall::kApplyExport), settled + 1);
+  Reconcile("pvc-1");
+  EXPECT_EQ(agent_->Calls(AgentCall::kApplyExport), settled + 1) << "once per restart";
+  Reconcile("pvc-2");
+  EXPECT_EQ(agent_->Calls(AgentCall::kApplyExport), settled + 2);
+  EXPECT_EQ(Condition("pvc-1"), "True/Reconciled");
+
+  agent_->SetBootEpoch("epoch-3");  // and again
+  reconciler().PollEpochs();
+  Reconcile("pvc-1");
+  EXPECT_EQ(agent_->Calls(AgentCall::kApplyExport), settled + 3);
+}
+
 TEST_F(ReconcilerTest, ExportWithoutAnyFenceIsReappliedSoTheMarkExists) {
   RegisterNode("node-a");
   CreateVolume(Spec("pvc-1"), Intent(true, {"node-a"}, 1));
