@@ -1471,6 +1471,23 @@ s14_recover() {
   return 0
 }
 
+# s14_kernel_log GUEST MARK T0_US OFF_US: the guest's kernel messages since
+# MARK, each at its time since T0 (host clock), for the record: how the
+# initiators lost and found the target.
+s14_kernel_log() {
+  local line ts us
+  vm_exec "$1" dmesg --time-format iso | tail -n +"$(($2 + 1))" | grep -vE 'EXT4-fs \(.*\): mounted' | tail -n 60 |
+    while IFS= read -r line; do
+      ts="${line%% *}"
+      us="$(date -u -d "${ts/,/.}" +%s%6N 2>/dev/null)" || us=""
+      if [[ -n "$us" ]]; then
+        printf '    %+8d ms  %s\n' "$(((us - $4 - $3) / 1000))" "${line#* }"
+      else
+        printf '    %s\n' "$line"
+      fi
+    done
+}
+
 s14() {
   trap s14_recover EXIT
   local fs
@@ -1590,6 +1607,8 @@ s14() {
     ((resumed[$p] >= 0)) || bad+=("the $p $label's I/O did not resume")
   done
   ((${#bad[@]} == 0)) || fail "${bad[*]}"
+  step "consumer-a's kernel log since the probes started (ms since the reboot's start):"
+  s14_kernel_log consumer-a "$mark" "$t0" "$off_c" || true
   for p in nvme iscsi nfs; do probe_check consumer-a "${res[$p]}" "$mark" "s14-$p"; done
   step "LVs after the init: $(vm_exec storage lvs --noheadings -o lv_name,lv_attr "$VG" | tr -s ' \n' ' ')"
   # The condition stays True through the reboot (the controller went down
