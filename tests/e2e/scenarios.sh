@@ -4,10 +4,11 @@
 # LVM pool), pillar-node in "consumer-a" and "consumer-b", CSI calls through
 # build/tests/csi-call. One boot of three guests; faults are injected on the
 # running guests (module reload, agent restart, configfs/exportfs edits, an
-# IP change); only processes are restarted, never a guest.
+# IP change); only processes are restarted, never a guest, except in s14,
+# which reboots the storage guest (vm_restart) under consumer I/O.
 #
 #   tests/e2e/scenarios.sh                 # all; exit != 0 on any FAIL
-#   E2E_ONLY="s1 s3" tests/e2e/scenarios.sh     # a subset (s1 .. s13; an unknown id is an error)
+#   E2E_ONLY="s1 s3" tests/e2e/scenarios.sh     # a subset (s1 .. s14; an unknown id is an error)
 #   PILLAR_E2E_SKIP_BUILD=1 ...                 # use the binaries as built
 #
 # Each scenario prints PASS/FAIL, then a timing table and the closing line
@@ -44,7 +45,7 @@ NODE_SOCK=unix:///run/pillar/node.sock
 STORE=/var/lib/pillar-csi/controller/store.db
 POOL_DIR=/var/lib/pillar-e2e/pool
 VG=pillarvg
-SCENARIOS="s1 s2 s3 s4 s5 s6 s7 s8 s9 s10 s11 s12 s13"
+SCENARIOS="s1 s2 s3 s4 s5 s6 s7 s8 s9 s10 s11 s12 s13 s14"
 ONLY="${E2E_ONLY:-$SCENARIOS}"
 PASSED=0
 FAILED=0
@@ -1319,6 +1320,318 @@ s13() {
   delete s13-nfs
 }
 
+# 14. The storage guest reboots under consumer I/O: vm_restart storage (the
+#     kernel's target state, loop devices, active LVs, knfsd and every
+#     process are gone; the disks stay, with the controller's store, the
+#     agent's state and its exports.d files) while consumer-a writes
+#     (O_DIRECT + fsync) to an NVMe/TCP ext4 volume (file pool) and an iSCSI
+#     ext4 volume (LVM) and reads an NFS volume. The node then comes back as
+#     its init system would bring it up (storage_boot), then the agent and
+#     the controller with their usual flags. nvmet and LIO come back from the
+#     store through the controller (the agent's new boot epoch -> re-apply);
+#     NFS from knfsd's own start (exportfs -r of the agent's exports.d file).
+#     Asserts identical bytes, writable file systems, no kernel I/O error on
+#     consumer-a, no failed I/O and each probe's I/O resumed; prints the
+#     reboot, the agent's start, each export's return and each probe's
+#     longest gap as figures (benchmark figures, not timed assertions).
+
+# The storage node's init after a reboot: what setup_storage did once that a
+# reboot undoes, and nothing of pillar's exports. The file pool directory
+# and the VG's metadata are on the disks. `modprobe loop` stands for
+# systemd's static /dev/loop-control node (which loads the module on first
+# use); the VG is activated as lvm2's boot-time autoactivation does (on a
+# real disk, as here: the data disk is a virtio disk, not a loop device);
+# knfsd starts like nfs-server.service, whose `exportfs -r` re-reads
+# /etc/exports.d. The target modules are left to the agent (it loads them).
+storage_boot() { # prints "loop=MS vg=MS knfsd=MS" (guest clock)
+  vm_sh storage '
+    set -e
+    ms() { echo $(((${EPOCHREALTIME/./} - $1) / 1000)); }
+    t=${EPOCHREALTIME/./}
+    mkdir -p /run/pillar
+    modprobe loop
+    loop=$(ms "$t") t=${EPOCHREALTIME/./}
+    disk=/dev/disk/by-id/virtio-pillar-data1
+    for _ in $(seq 600); do [[ -e $disk ]] && break; sleep 0.1; done
+    vgchange -q -a y "$1" >/dev/null
+    vg=$(ms "$t") t=${EPOCHREALTIME/./}
+    pillar-nfs-server start >/dev/null
+    echo "loop=$loop vg=$vg knfsd=$(ms "$t")"' "$VG"
+}
+
+# clock_offset GUEST: the guest's wall clock minus the host's, in µs (best of
+# three round trips, the guest's reading against the host's midpoint: good
+# to a few tens of ms). A rebooted guest sets its clock again from the
+# emulated RTC, to the second, so times across a reboot go through the host.
+clock_offset() {
+  local i h1 g h2 rt best=-1 off=0
+  for i in 1 2 3; do
+    h1=$(e2e__now)
+    g=$(gh "$1" now)
+    h2=$(e2e__now)
+    rt=$((h2 - h1))
+    if ((best < 0 || rt < best)); then
+      best=$rt
+      off=$((g - (h1 + h2) / 2))
+    fi
+  done
+  echo "$off"
+}
+
+# log_us FILE SKIP STRING...: the "ts" (guest µs) of the first line after line
+# SKIP of a daemon's JSON log that contains every STRING.
+log_us() {
+  local f="$1" skip="$2" lines p ts
+  shift 2
+  lines="$(tail -n +"$((skip + 1))" "$f" 2>/dev/null)"
+  for p in "$@"; do lines="$(grep -F -- "$p" <<<"$lines")" || return 1; done
+  ts="$(head -n 1 <<<"$lines" | jq -r .ts)" && [[ "$ts" == 20* ]] || return 1
+  date -u -d "$ts" +%s%6N
+}
+# wait_log FILE SKIP STRING...: waits (ceiling CEILING) for such a line.
+wait_log() {
+  local deadline=$(($(e2e__now) + CEILING * 1000000))
+  while (($(e2e__now) < deadline)); do
+    log_us "$@" && return 0
+    e2e__sleep 0.2
+  done
+  return 1
+}
+
+# Runs in the storage guest from its boot on: the moment (guest clock, µs)
+# each export is back in the kernel. nvmet: allowed_hosts link, namespace
+# enabled, port link; LIO: TPG enabled with the ACL and LUN 0; NFS: knfsd
+# running with the consumer's rule. Polls every 100 ms with builtins only (a
+# fork costs ~50 ms of the guest's single CPU, which is repairing at the
+# same time); -1 for an export not back within $8 seconds.
+# shellcheck disable=SC2016 # expanded in the guest
+S14_WATCH='
+  nqn=$1 hnqn=$2 iqn=$3 ini=$4 path=$5 client=$6 gh=$7
+  end=$((${EPOCHREALTIME/./} + $8 * 1000000))
+  n=/sys/kernel/config/nvmet t=/sys/kernel/config/target/iscsi/$iqn/tpgt_1
+  nvme=-1 iscsi=-1 nfs=-1 e=""
+  mkfifo /run/s14-watch.fifo 2>/dev/null
+  exec 3<>/run/s14-watch.fifo
+  while ((nvme < 0 || iscsi < 0 || nfs < 0)) && ((${EPOCHREALTIME/./} < end)); do
+    now=${EPOCHREALTIME/./}
+    if ((nvme < 0)) && [[ -L $n/subsystems/$nqn/allowed_hosts/$hnqn ]]; then
+      e=""
+      { read -r e <"$n/subsystems/$nqn/namespaces/1/enable"; } 2>/dev/null
+      if [[ $e == 1 ]]; then
+        for p in "$n"/ports/*/subsystems/"$nqn"; do [[ -L $p ]] && nvme=$now; done
+      fi
+    fi
+    if ((iscsi < 0)) && [[ -d $t/acls/$ini && -d $t/lun/lun_0 ]]; then
+      e=""
+      { read -r e <"$t/enable"; } 2>/dev/null
+      [[ $e == 1 ]] && iscsi=$now
+    fi
+    if ((nfs < 0)) && [[ -r /proc/fs/nfsd/threads ]]; then
+      e=0
+      { read -r e </proc/fs/nfsd/threads; } 2>/dev/null
+      ((e > 0)) && bash "$gh" nfs-has "$path" "$client" && nfs=$now
+    fi
+    read -r -t 0.1 -u 3 _
+  done
+  echo "nvme=$nvme iscsi=$iscsi nfs=$nfs"'
+
+# s14_resumed GUEST ID AFTER_US OFF_US DEADLINE_US: waits for the probe's
+# "resumed" notice (a success ending a gap of more than 1 s) at a moment
+# after AFTER_US (host clock; OFF_US is the guest's clock offset); prints that
+# moment (host µs).
+s14_resumed() {
+  local f at
+  f="$(vm_dir "$1")/share/ctl/$2/stderr"
+  while (($(e2e__now) < $5)); do
+    at="$(sed -n 's/^io-probe: resumed after a gap of [0-9]* ms at \([0-9]*\) us$/\1/p' "$f" 2>/dev/null | tail -n 1)"
+    if [[ -n "$at" ]] && ((at - $4 > $3)); then
+      echo $((at - $4))
+      return 0
+    fi
+    e2e__sleep 0.2
+  done
+  return 1
+}
+
+# On every exit of s14: the probes told to stop, and the storage node serving
+# again (booted, initialised, agent and controller running), so the cleanup
+# of a failed run and the later scenarios find it as the setup left it.
+s14_recover() {
+  local -
+  set +e
+  vm_exec consumer-a touch /run/io-probe.stop >/dev/null 2>&1
+  if ! vm_running storage; then
+    vm_restart storage || return 0
+  fi
+  if ! gh storage running pillar-agent; then
+    storage_boot
+    start_agent
+  fi
+  gh storage running pillar-controller || start_controller
+  return 0
+}
+
+# s14_kernel_log GUEST MARK T0_US OFF_US: the guest's kernel messages since
+# MARK, each at its time since T0 (host clock), for the record: how the
+# initiators lost and found the target.
+s14_kernel_log() {
+  local line ts us
+  vm_exec "$1" dmesg --time-format iso | tail -n +"$(($2 + 1))" | grep -vE 'EXT4-fs \(.*\): mounted' | tail -n 60 |
+    while IFS= read -r line; do
+      ts="${line%% *}"
+      us="$(date -u -d "${ts/,/.}" +%s%6N 2>/dev/null)" || us=""
+      if [[ -n "$us" ]]; then
+        printf '    %+8d ms  %s\n' "$(((us - $4 - $3) / 1000))" "${line#* }"
+      else
+        printf '    %s\n' "$line"
+      fi
+    done
+}
+
+s14() {
+  trap s14_recover EXIT
+  local fs
+  fs="$(vm_exec storage findmnt -no FSTYPE -T "$(dirname "$STORE")")"
+  [[ "$fs" != tmpfs && -n "$fs" ]] || fail "the controller's store $STORE is on '$fs', which a reboot loses"
+  step "controller store $STORE is on $fs (the root disk, kept by vm_restart)"
+  create s14-nvme nvmeof-tcp fs demo
+  create s14-iscsi iscsi fs "$VG"
+  create s14-nfs nfs nfs demo '"nfsRootSquash":"false"'
+  attach s14-nvme consumer-a
+  attach s14-iscsi consumer-a
+  attach s14-nfs consumer-a
+  local v nqn iqn path ctrl sess known_nvme known_iscsi known_nfs
+  nqn="$(vctx s14-nvme targetID)"
+  iqn="$(vctx s14-iscsi targetID)"
+  path="$(vctx s14-nfs targetID)"
+  known_nvme="$(fill consumer-a "$(target s14-nvme)/known" 4)"
+  known_iscsi="$(fill consumer-a "$(target s14-iscsi)/known" 4)"
+  known_nfs="$(fill consumer-a "$(data_path s14-nfs)" 4)"
+  step "4 MiB of known data on each volume"
+  ctrl="$(vm_exec consumer-a sh -c 'for c in /sys/class/nvme/nvme*; do [ "$(cat $c/subsysnqn)" = "$1" ] && echo $c; done' sh "$nqn" | head -1)"
+  step "nvme $ctrl: reconnect_delay=$(vm_exec consumer-a cat "$ctrl/reconnect_delay") ctrl_loss_tmo=$(vm_exec consumer-a cat "$ctrl/ctrl_loss_tmo")"
+  sess="$(vm_exec consumer-a sh -c 'for s in /sys/class/iscsi_session/session*; do [ "$(cat $s/targetname)" = "$1" ] && echo $s; done' sh "$iqn" | head -1)"
+  step "iscsi $sess: recovery_tmo=$(vm_exec consumer-a cat "$sess/recovery_tmo")"
+  step "nfs mount: $(vm_exec consumer-a findmnt -no OPTIONS "$(staging s14-nfs)")"
+
+  local mark id_nvme id_iscsi id_nfs off_c off_s t0 t_ready ts log_skip wid watch hnqn ini out
+  hnqn="$(vm_hostnqn consumer-a)"
+  ini="$(vm_iqn consumer-a)"
+  # The watcher must see all three exports now, or its silence after the
+  # reboot would mean nothing.
+  watch="$(vm_sh storage "$S14_WATCH" "$nqn" "$hnqn" "$iqn" "$ini" "$path" "$A_IP" "$GH" 10)"
+  [[ "$watch" != *=-1* ]] || fail "the export watcher does not see the exports before the reboot: $watch"
+  mark="$(dmesg_mark consumer-a)"
+  id_nvme="$(probe_start consumer-a write "$(data_path s14-nvme)")"
+  id_iscsi="$(probe_start consumer-a write "$(data_path s14-iscsi)")"
+  id_nfs="$(probe_start consumer-a read "$(data_path s14-nfs)")"
+  off_c="$(clock_offset consumer-a)"
+  log_skip="$(wc -l <"$(vm_dir storage)/share/out/controller.log")"
+  e2e__sleep 2
+
+  # The reboot.
+  t0=$(e2e__now)
+  vm_restart storage || fail "the storage guest did not boot again"
+  t_ready=$(e2e__now)
+  metric "s14 reboot (vm_restart -> guest ready)" "$(((t_ready - t0) / 1000))"
+  wid="$(vm_exec_bg storage bash -c "$S14_WATCH" bash "$nqn" "$hnqn" "$iqn" "$ini" "$path" "$A_IP" "$GH" "$CEILING")"
+  ts=$(e2e__now)
+  out="$(storage_boot)" || fail "the storage node's init (loop, VG, knfsd) failed"
+  metric "s14 node init (loop module, VG activation, knfsd start)" "$((($(e2e__now) - ts) / 1000))"
+  step "node init in the guest (ms): $out"
+  ts=$(e2e__now)
+  start_agent || fail "the agent did not start after the reboot"
+  metric "s14 agent start -> serving (ready file)" "$((($(e2e__now) - ts) / 1000))"
+  metric "s14 reboot start -> agent serving" "$((($(e2e__now) - t0) / 1000))"
+  ts=$(e2e__now)
+  start_controller || fail "the controller did not start after the reboot"
+  metric "s14 controller start -> serving (ready file)" "$((($(e2e__now) - ts) / 1000))"
+
+  # The exports, back in the kernel (the guest watcher's clock, set against
+  # the host's once the repair is over).
+  watch="$(vm_bg_wait storage "$wid" $((CEILING + 30)))" || fail "the export watcher failed: $watch"
+  off_s="$(clock_offset storage)"
+  local p w
+  declare -A back=()
+  for p in nvme iscsi nfs; do
+    w="$(field "$watch" "$p")"
+    [[ -n "$w" && "$w" != -1 ]] || fail "the $p export did not come back within ${CEILING} s of the boot ($watch)"
+    back[$p]=$(((w - off_s - t0) / 1000))
+    metric "s14 $p: reboot start -> export back (repair)" "${back[$p]}"
+  done
+  # The controller's part: the agent's new epoch noticed, nvmet and LIO
+  # re-applied from the store (its log lines, on the guest's new clock).
+  local clog us
+  clog="$(vm_dir storage)/share/out/controller.log"
+  us="$(wait_log "$clog" "$log_skip" "agent boot epoch changed")" ||
+    fail "the controller did not log the agent's new boot epoch"
+  metric "s14 reboot start -> controller saw the agent's new boot epoch" "$(((us - off_s - t0) / 1000))"
+  for v in s14-nvme s14-iscsi; do
+    us="$(wait_log "$clog" "$log_skip" '"msg":"export repaired"' "\"volume\":\"$v\"")" ||
+      fail "the controller did not re-apply $v's export"
+    metric "s14 ${v#s14-}: reboot start -> controller re-applied the export" "$(((us - off_s - t0) / 1000))"
+  done
+  if us="$(log_us "$clog" "$log_skip" '"msg":"export repaired"' '"volume":"s14-nfs"')"; then
+    step "s14-nfs: the controller re-applied the export too, at +$(((us - off_s - t0) / 1000)) ms"
+  else
+    step "s14-nfs: knfsd's start restored the export (exportfs -r of the agent's exports.d file); the controller found nothing to change"
+  fi
+
+  # The consumer's I/O: each probe resumed after the guest was back.
+  local deadline at label gap err
+  local -A probe=([nvme]=$id_nvme [iscsi]=$id_iscsi [nfs]=$id_nfs) resumed=() res=()
+  deadline=$(($(e2e__now) + CEILING * 1000000))
+  for p in nvme iscsi nfs; do
+    if at="$(s14_resumed consumer-a "${probe[$p]}" "$t_ready" "$off_c" "$deadline")"; then
+      resumed[$p]=$(((at - t0) / 1000))
+      step "$p probe resumed at +${resumed[$p]} ms"
+    else
+      resumed[$p]=-1
+      step "$p probe: no I/O completed after the guest's boot within ${CEILING} s"
+    fi
+  done
+  e2e__sleep 3
+  for p in nvme iscsi nfs; do
+    res[$p]="$(probe_stop consumer-a "${probe[$p]}")" || fail "the $p probe did not stop: ${res[$p]}"
+    step "$p probe: ${res[$p]}"
+  done
+  local bad=()
+  for p in nvme iscsi nfs; do
+    label=writer
+    [[ $p == nfs ]] && label=reader
+    gap="$(field "${res[$p]}" max_gap_ms)"
+    err="$(field "${res[$p]}" errors)"
+    metric "s14 $p: longest gap between the $label's I/Os (stall)" "$gap"
+    step "figure: s14 $p: failed I/Os $err (first: $(field "${res[$p]}" first_error)), $(field "${res[$p]}" ios) I/Os, resumed at +${resumed[$p]} ms = export back + $((resumed[$p] - back[$p])) ms"
+    [[ "$err" == 0 ]] || bad+=("the $p $label saw $err failed I/Os ($(field "${res[$p]}" first_error))")
+    ((resumed[$p] >= 0)) || bad+=("the $p $label's I/O did not resume")
+  done
+  ((${#bad[@]} == 0)) || fail "${bad[*]}"
+  step "consumer-a's kernel log since the probes started (ms since the reboot's start):"
+  s14_kernel_log consumer-a "$mark" "$t0" "$off_c" || true
+  for p in nvme iscsi nfs; do probe_check consumer-a "${res[$p]}" "$mark" "s14-$p"; done
+  step "LVs after the init: $(vm_exec storage lvs --noheadings -o lv_name,lv_attr "$VG" | tr -s ' \n' ' ')"
+  # The condition stays True through the reboot (the controller went down
+  # with it and found the exports repaired in the pass that noticed them).
+  for v in s14-nvme s14-iscsi s14-nfs; do
+    wait_cond "$v" True/Reconciled "$CEILING" >/dev/null
+    step "$v: ExportReconciled=True/Reconciled"
+  done
+
+  same "nvme known data after the reboot" "$known_nvme" "$(sum consumer-a "$(target s14-nvme)/known" 4)"
+  same "iscsi known data after the reboot" "$known_iscsi" "$(sum consumer-a "$(target s14-iscsi)/known" 4)"
+  same "nfs data after the reboot" "$known_nfs" "$(sum consumer-a "$(data_path s14-nfs)" 4)"
+  same "nfs data after the reboot vs server file" "$known_nfs" "$(sum storage "$path/payload" 4)"
+  for v in s14-nvme s14-iscsi s14-nfs; do writable consumer-a "$v"; done
+
+  detach s14-nvme consumer-a
+  detach s14-iscsi consumer-a
+  detach s14-nfs consumer-a
+  delete s14-nvme
+  delete s14-iscsi
+  delete s14-nfs
+}
+
 # ------------------------------------------------------------------ main
 
 # E2E_ONLY must name scenarios that exist: a typo is an error, not "0 passed".
@@ -1354,7 +1667,7 @@ on_exit() {
 }
 
 # Scenarios that use consumer-a only; a run of just these boots two guests.
-ONE_CONSUMER="s8 s9 s10 s11 s12 s13"
+ONE_CONSUMER="s8 s9 s10 s11 s12 s13 s14"
 needs_consumer_b() {
   local id
   for id in $ONLY; do
@@ -1415,6 +1728,7 @@ main() {
   run_scenario s11 "recovery timing: nvmet unload under a writer (reconnect delay 10 s vs 1 s)" s11
   run_scenario s12 "recovery timing: LIO wiped, agent restarted, under a writer" s12
   run_scenario s13 "recovery timing: knfsd exports wiped with the agent up, under a reader" s13
+  run_scenario s14 "recovery timing: storage guest reboot under a writer (nvme, iscsi) and a reader (nfs)" s14
   # Last: it changes a consumer's address (and can leave pillar-node stuck).
   run_scenario s4 "consumer IP change: NFS rule follows, other unpublish leaves it" s4
 

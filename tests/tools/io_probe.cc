@@ -11,11 +11,15 @@
 //                                  each time, so a lost NFS export shows)
 //                                  every 100 ms
 //
-// Prints one line: "ios=N errors=E max_gap_ms=G gap_end_us=T verified=ok|BAD
-// first_error=..." where the gap is the longest time between two successful
-// I/Os' completions and gap_end_us the wall clock (µs since the epoch) at its
-// end. Exit 0 when every byte read back matched (errors are reported, not
-// fatal: the scenario decides), 1 on a mismatch, 2 on usage or setup errors.
+// Prints one line: "ios=N errors=E max_gap_ms=G gap_end_us=T last_ok_us=L
+// verified=ok|BAD first_error=..." where the gap is the longest time between
+// two successful I/Os' completions, gap_end_us the wall clock (µs since the
+// epoch) at its end and last_ok_us the wall clock of the last successful I/O.
+// While it runs, each success that ends a gap of more than a second is told
+// on stderr at once ("io-probe: resumed after a gap of G ms at T us"), so a
+// harness can see the I/O resume without stopping the probe. Exit 0 when
+// every byte read back matched (errors are reported, not fatal: the scenario
+// decides), 1 on a mismatch, 2 on usage or setup errors.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -115,6 +119,10 @@ int main(int argc, char** argv) {
         max_gap = now - last_ok;
         gap_end = now;
       }
+      if (now - last_ok > 1000000) {
+        std::fprintf(stderr, "io-probe: resumed after a gap of %lld ms at %lld us\n",
+                     static_cast<long long>((now - last_ok) / 1000), static_cast<long long>(now));
+      }
       last_ok = now;
     } else {
       ++errors;
@@ -135,10 +143,13 @@ int main(int argc, char** argv) {
     }
     close(wfd);
   }
-  std::printf("ios=%llu errors=%llu max_gap_ms=%lld gap_end_us=%lld verified=%s first_error=%s\n",
-              static_cast<unsigned long long>(ios), static_cast<unsigned long long>(errors),
-              static_cast<long long>(max_gap / 1000), static_cast<long long>(gap_end),
-              verified ? "ok" : "BAD", first_error.empty() ? "none" : first_error.c_str());
+  std::printf(
+      "ios=%llu errors=%llu max_gap_ms=%lld gap_end_us=%lld last_ok_us=%lld verified=%s "
+      "first_error=%s\n",
+      static_cast<unsigned long long>(ios), static_cast<unsigned long long>(errors),
+      static_cast<long long>(max_gap / 1000), static_cast<long long>(gap_end),
+      static_cast<long long>(last_ok), verified ? "ok" : "BAD",
+      first_error.empty() ? "none" : first_error.c_str());
   free(mem);
   return verified ? 0 : 1;
 }
