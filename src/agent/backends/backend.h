@@ -71,6 +71,8 @@ class Backend {
   // so storage pillar did not make is never adopted, grown or removed.
   // SetOwner is the one way to mark an existing object (an explicit import,
   // or a volume of an older pillar that the agent's fencing mark vouches for).
+  // MarkedBackend (marked_backend.h) applies these rules, once, for every
+  // backend.
 
   // Creates the volume marked with owner_uid, or returns the existing one
   // when it is marked with owner_uid and matches

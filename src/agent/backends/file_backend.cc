@@ -34,11 +34,6 @@ Status FileBackend::CheckConfig() const {
   return Status::Ok();
 }
 
-Status FileBackend::CheckName(const std::string& name) const {
-  RETURN_IF_ERROR(CheckConfig());
-  return backend_util::CheckVolumeName(name);
-}
-
 std::string FileBackend::ImagePath(const std::string& name) const {
   return JoinPath(dir_, name + kImageSuffix);
 }
@@ -104,10 +99,7 @@ Status FileBackend::WriteSidecar(const std::string& name, const FileSidecar& sid
   return fs_.WriteFileAtomic(SidecarPath(name), FormatFileSidecar(sidecar));
 }
 
-// A block volume is a regular image file (its owner in a block sidecar); a
-// filesystem volume is a directory with its sidecar (a directory alone is
-// not ours).
-StatusOr<std::optional<BackendVolume>> FileBackend::Find(const std::string& name) {
+StatusOr<std::optional<BackendVolume>> FileBackend::FindRow(const std::string& name) {
   const std::string image = ImagePath(name);
   ASSIGN_OR_RETURN(std::optional<FileSidecar> sidecar, ReadSidecar(name));
   if (fs_.Exists(image)) {
@@ -124,10 +116,8 @@ StatusOr<std::optional<BackendVolume>> FileBackend::Find(const std::string& name
   return std::optional<BackendVolume>();
 }
 
-StatusOr<BackendVolume> FileBackend::FindOrNotFound(const std::string& name) {
-  ASSIGN_OR_RETURN(std::optional<BackendVolume> found, Find(name));
-  if (!found) return NotFound("volume " + Id(name) + " not found in " + dir_);
-  return *found;
+Status FileBackend::NotFoundError(const std::string& name) const {
+  return NotFound("volume " + Id(name) + " not found in " + dir_);
 }
 
 Status FileBackend::KeepPoolPrivate() {
@@ -169,26 +159,17 @@ StatusOr<BackendVolume> FileBackend::CreateDir(const std::string& name, int64_t 
   return BackendVolume{name, size_bytes, VolumeMode::kFilesystem, "", dir, owner_uid};
 }
 
-StatusOr<BackendVolume> FileBackend::Create(const std::string& name, int64_t size_bytes,
-                                            VolumeMode mode,
-                                            const std::map<std::string, std::string>& params,
-                                            const std::string& owner_uid,
-                                            const std::optional<VolumeRoot>& root) {
-  RETURN_IF_ERROR(CheckName(name));
-  RETURN_IF_ERROR(backend_util::CheckSize(Id(name), size_bytes));
-  RETURN_IF_ERROR(backend_util::CheckMode(*this, mode));
-  RETURN_IF_ERROR(backend_util::CheckRoot(Id(name), mode, root));
-  RETURN_IF_ERROR(backend_util::CheckParamKeys(kind(), params, {}));
-  RETURN_IF_ERROR(backend_util::CheckOwnerUid(owner_uid));
-  std::lock_guard<std::mutex> lock(mu_);
-  RETURN_IF_ERROR(KeepPoolPrivate());
-  ASSIGN_OR_RETURN(std::optional<BackendVolume> existing, Find(name));
-  if (existing) {
-    RETURN_IF_ERROR(backend_util::CheckCreateOwner(Object(name, existing->mode),
-                                                   existing->owner_uid, owner_uid));
-    RETURN_IF_ERROR(backend_util::CheckExistingMatches(Id(name), *existing, mode, size_bytes));
-    return *existing;
-  }
+Status FileBackend::PrepareCreate(int64_t /*size_bytes*/, VolumeMode /*mode*/,
+                                  const std::map<std::string, std::string>& /*params*/) {
+  return KeepPoolPrivate();
+}
+
+StatusOr<BackendVolume> FileBackend::DoCreate(const std::string& name, int64_t size_bytes,
+                                              VolumeMode mode,
+                                              const std::map<std::string, std::string>& /*params*/,
+                                              const std::string& owner_uid,
+                                              const std::optional<VolumeRoot>& root,
+                                              std::unique_lock<std::mutex>& /*lock*/) {
   if (mode == VolumeMode::kFilesystem) return CreateDir(name, size_bytes, owner_uid, root);
   ASSIGN_OR_RETURN(int64_t size, backend_util::RoundUp(size_bytes, kSectorBytes));
   // The mark first: an image never exists unmarked, even after a crash here.
@@ -197,26 +178,25 @@ StatusOr<BackendVolume> FileBackend::Create(const std::string& name, int64_t siz
   return BackendVolume{name, size, VolumeMode::kBlock, "", "", owner_uid};
 }
 
-StatusOr<BackendVolume> FileBackend::Expand(const std::string& name, int64_t size_bytes,
-                                            const std::string& owner_uid) {
-  RETURN_IF_ERROR(CheckName(name));
-  RETURN_IF_ERROR(backend_util::CheckSize(Id(name), size_bytes));
-  RETURN_IF_ERROR(backend_util::CheckOwnerUid(owner_uid));
-  std::lock_guard<std::mutex> lock(mu_);
-  ASSIGN_OR_RETURN(BackendVolume vol, FindOrNotFound(name));
-  RETURN_IF_ERROR(
-      backend_util::CheckOwner("expand", Object(name, vol.mode), vol.owner_uid, owner_uid));
+StatusOr<BackendVolume> FileBackend::ResumeCreate(const BackendVolume& vol,
+                                                  std::unique_lock<std::mutex>& /*lock*/) {
+  return vol;  // a file pool's volume is complete once it exists
+}
+
+StatusOr<BackendVolume> FileBackend::DoExpand(const BackendVolume& found, int64_t size_bytes,
+                                              std::unique_lock<std::mutex>& /*lock*/) {
+  BackendVolume vol = found;
   int64_t target = size_bytes;
   if (vol.mode == VolumeMode::kBlock) {
     ASSIGN_OR_RETURN(target, backend_util::RoundUp(size_bytes, kSectorBytes));
   }
   ASSIGN_OR_RETURN(backend_util::Growth growth,
-                   backend_util::PlanExpand(Id(name), vol.size_bytes, target));
+                   backend_util::PlanExpand(Id(vol.name), vol.size_bytes, target));
   if (growth == backend_util::Growth::kNone) return vol;
   if (vol.mode == VolumeMode::kFilesystem) {
-    RETURN_IF_ERROR(WriteSidecar(name, {VolumeMode::kFilesystem, target, owner_uid}));
+    RETURN_IF_ERROR(WriteSidecar(vol.name, {VolumeMode::kFilesystem, target, vol.owner_uid}));
   } else {
-    const std::string image = ImagePath(name);
+    const std::string image = ImagePath(vol.name);
     // An attached loop device keeps its old size until told to re-read it.
     // Asked before growing, so a failing losetup leaves the image as it was.
     ASSIGN_OR_RETURN(std::vector<std::string> devices, LoopDevicesOf(image));
@@ -229,15 +209,7 @@ StatusOr<BackendVolume> FileBackend::Expand(const std::string& name, int64_t siz
   return vol;
 }
 
-Status FileBackend::Delete(const std::string& name, const std::string& owner_uid) {
-  RETURN_IF_ERROR(CheckName(name));
-  RETURN_IF_ERROR(backend_util::CheckOwnerUid(owner_uid));
-  std::lock_guard<std::mutex> lock(mu_);
-  ASSIGN_OR_RETURN(std::optional<BackendVolume> vol, Find(name));
-  if (vol) {
-    RETURN_IF_ERROR(
-        backend_util::CheckOwner("delete", Object(name, vol->mode), vol->owner_uid, owner_uid));
-  }
+Status FileBackend::DoDelete(const std::string& name, const std::optional<BackendVolume>& vol) {
   if (vol && vol->mode == VolumeMode::kBlock) {
     // Detach first: an attached image keeps its blocks until the loop goes.
     RETURN_IF_ERROR(DetachAll(ImagePath(name)));
@@ -251,24 +223,11 @@ Status FileBackend::Delete(const std::string& name, const std::string& owner_uid
   return fs_.Unlink(SidecarPath(name));
 }
 
-Status FileBackend::SetOwner(const std::string& name, const std::string& owner_uid) {
-  RETURN_IF_ERROR(CheckName(name));
-  RETURN_IF_ERROR(backend_util::CheckOwnerUid(owner_uid));
-  std::lock_guard<std::mutex> lock(mu_);
-  ASSIGN_OR_RETURN(BackendVolume vol, FindOrNotFound(name));
-  ASSIGN_OR_RETURN(bool needed,
-                   backend_util::NeedsOwnerMark(Object(name, vol.mode), vol.owner_uid, owner_uid));
-  if (!needed) return Status::Ok();
-  return WriteSidecar(name, {vol.mode, vol.size_bytes, owner_uid});
+Status FileBackend::WriteMark(const BackendVolume& vol, const std::string& owner_uid) {
+  return WriteSidecar(vol.name, {vol.mode, vol.size_bytes, owner_uid});
 }
 
-StatusOr<BackendVolume> FileBackend::Get(const std::string& name) {
-  RETURN_IF_ERROR(CheckName(name));
-  return FindOrNotFound(name);
-}
-
-StatusOr<std::vector<BackendVolume>> FileBackend::List() {
-  RETURN_IF_ERROR(CheckConfig());
+StatusOr<std::vector<BackendVolume>> FileBackend::ListVolumes() {
   ASSIGN_OR_RETURN(std::vector<DirEntry> entries, fs_.ListDir(dir_));
   std::vector<BackendVolume> out;
   for (const auto& e : entries) {
@@ -281,7 +240,7 @@ StatusOr<std::vector<BackendVolume>> FileBackend::List() {
     }
     // Anything not named like a volume (".pillar", stray files) is not one.
     if (!backend_util::CheckVolumeName(name).ok()) continue;
-    ASSIGN_OR_RETURN(std::optional<BackendVolume> vol, Find(name));
+    ASSIGN_OR_RETURN(std::optional<BackendVolume> vol, FindRow(name));
     if (vol && (vol->mode == VolumeMode::kBlock) == (e.type == DirEntry::Type::kFile)) {
       out.push_back(std::move(*vol));
     }
@@ -291,24 +250,16 @@ StatusOr<std::vector<BackendVolume>> FileBackend::List() {
   return out;
 }
 
-StatusOr<PoolCapacity> FileBackend::Capacity() {
-  RETURN_IF_ERROR(CheckConfig());
+StatusOr<PoolCapacity> FileBackend::ReadCapacity() {
   ASSIGN_OR_RETURN(FsCapacity cap, fs_.StatVfs(dir_));
   return PoolCapacity{cap.total_bytes, cap.available_bytes};
 }
 
-StatusOr<std::string> FileBackend::Expose(const std::string& name, VolumeMode mode) {
-  RETURN_IF_ERROR(CheckName(name));
-  std::lock_guard<std::mutex> lock(mu_);
-  ASSIGN_OR_RETURN(BackendVolume vol, FindOrNotFound(name));
-  if (vol.mode != mode) {
-    return FailedPrecondition("volume " + Id(name) + " is " + VolumeModeName(vol.mode) +
-                              ", cannot expose it as " + VolumeModeName(mode));
-  }
+StatusOr<std::string> FileBackend::DoExpose(const BackendVolume& vol) {
   // Pools of older releases are tightened when a volume is served.
   RETURN_IF_ERROR(KeepPoolPrivate());
-  if (mode == VolumeMode::kFilesystem) return vol.export_path;
-  const std::string image = ImagePath(name);
+  if (vol.mode == VolumeMode::kFilesystem) return vol.export_path;
+  const std::string image = ImagePath(vol.name);
   ASSIGN_OR_RETURN(std::vector<std::string> devices, LoopDevicesOf(image));
   if (!devices.empty()) return devices.front();
   // Direct I/O keeps a second copy of every block out of the page cache.
@@ -322,10 +273,8 @@ StatusOr<std::string> FileBackend::Expose(const std::string& name, VolumeMode mo
   return dev;
 }
 
-Status FileBackend::Unexpose(const std::string& name) {
-  RETURN_IF_ERROR(CheckName(name));
-  std::lock_guard<std::mutex> lock(mu_);
-  ASSIGN_OR_RETURN(std::optional<BackendVolume> vol, Find(name));
+Status FileBackend::DoUnexpose(const std::string& name) {
+  ASSIGN_OR_RETURN(std::optional<BackendVolume> vol, FindRow(name));
   if (!vol || vol->mode != VolumeMode::kBlock) return Status::Ok();
   return DetachAll(ImagePath(name));
 }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "agent/backends/backend.h"
+#include "agent/backends/marked_backend.h"
 #include "common/exec.h"
 #include "common/fs.h"
 
@@ -32,7 +33,7 @@ struct FileSidecar {
 StatusOr<FileSidecar> ParseFileSidecar(const std::string& text);
 std::string FormatFileSidecar(const FileSidecar& sidecar);
 
-class FileBackend : public Backend {
+class FileBackend : public MarkedBackend<BackendVolume> {
  public:
   // `pool` should pass validate::PoolName and `dir` be an absolute path to
   // a directory; every operation re-checks both (cheaply) and refuses to run
@@ -46,41 +47,55 @@ class FileBackend : public Backend {
     return {VolumeMode::kBlock, VolumeMode::kFilesystem};
   }
 
-  // Takes no parameters. Block images are rounded up to whole 512-byte
-  // sectors, since a loop device ignores a partial last sector. A directory
-  // gets `root` before its sidecar is written, so a directory without one
-  // (left by a crash in between) is empty and unmarked: a retry adopts it
-  // and applies `root` again.
-  StatusOr<BackendVolume> Create(const std::string& name, int64_t size_bytes, VolumeMode mode,
-                                 const std::map<std::string, std::string>& params,
-                                 const std::string& owner_uid,
-                                 const std::optional<VolumeRoot>& root) override;
-  StatusOr<BackendVolume> Expand(const std::string& name, int64_t size_bytes,
-                                 const std::string& owner_uid) override;
-  Status Delete(const std::string& name, const std::string& owner_uid) override;
-  // Marks an existing image (or a directory with an old sidecar); a plain
-  // directory without a sidecar is no volume and stays NOT_FOUND.
-  Status SetOwner(const std::string& name, const std::string& owner_uid) override;
-  // device_path stays empty here: a loop device exists only once Expose
+  // Create takes no parameters. Block images are rounded up to whole
+  // 512-byte sectors, since a loop device ignores a partial last sector. A
+  // directory gets `root` before its sidecar is written, so a directory
+  // without one (left by a crash in between) is empty and unmarked: a retry
+  // adopts it and applies `root` again.
+  // SetOwner marks an existing image (or a directory with an old sidecar); a
+  // plain directory without a sidecar is no volume and stays NOT_FOUND.
+  // Get leaves device_path empty: a loop device exists only once Expose
   // attached one, and its number is not stable across attachments.
-  StatusOr<BackendVolume> Get(const std::string& name) override;
-  StatusOr<std::vector<BackendVolume>> List() override;
-  StatusOr<PoolCapacity> Capacity() override;
-  StatusOr<std::string> Expose(const std::string& name, VolumeMode mode) override;
-  Status Unexpose(const std::string& name) override;
+
+ protected:
+  Status CheckConfig() const override;
+  // Makes the pool private before a create looks at it.
+  Status PrepareCreate(int64_t size_bytes, VolumeMode mode,
+                       const std::map<std::string, std::string>& params) override;
+  // A block volume is a regular image file (its owner in a block sidecar);
+  // a filesystem volume is a directory with its sidecar (a directory alone
+  // is not ours).
+  StatusOr<std::optional<BackendVolume>> FindRow(const std::string& name) override;
+  Status NotFoundError(const std::string& name) const override;
+  BackendVolume ToVolume(const BackendVolume& vol) const override { return vol; }
+  // "file pool p: v.img" or "file pool p: directory v".
+  std::string Object(const std::string& name, const BackendVolume& vol) const override {
+    return Object(name, vol.mode);
+  }
+  StatusOr<BackendVolume> DoCreate(const std::string& name, int64_t size_bytes, VolumeMode mode,
+                                   const std::map<std::string, std::string>& params,
+                                   const std::string& owner_uid,
+                                   const std::optional<VolumeRoot>& root,
+                                   std::unique_lock<std::mutex>& lock) override;
+  StatusOr<BackendVolume> ResumeCreate(const BackendVolume& vol,
+                                       std::unique_lock<std::mutex>& lock) override;
+  StatusOr<BackendVolume> DoExpand(const BackendVolume& vol, int64_t size_bytes,
+                                   std::unique_lock<std::mutex>& lock) override;
+  Status DoDelete(const std::string& name, const std::optional<BackendVolume>& vol) override;
+  Status WriteMark(const BackendVolume& vol, const std::string& owner_uid) override;
+  StatusOr<std::vector<BackendVolume>> ListVolumes() override;
+  StatusOr<PoolCapacity> ReadCapacity() override;
+  // Under the lock, so two concurrent Expose calls cannot attach the same
+  // image to two loop devices.
+  StatusOr<std::string> DoExpose(const BackendVolume& vol) override;
+  Status DoUnexpose(const std::string& name) override;
 
  private:
-  Status CheckConfig() const;
-  Status CheckName(const std::string& name) const;
-  std::string Id(const std::string& name) const { return pool_ + "/" + name; }
   std::string ImagePath(const std::string& name) const;
   std::string DirPath(const std::string& name) const;
   std::string SidecarPath(const std::string& name) const;
-  // "file pool p: v.img" or "file pool p: directory v", for messages.
   std::string Object(const std::string& name, VolumeMode mode) const;
 
-  StatusOr<std::optional<BackendVolume>> Find(const std::string& name);
-  StatusOr<BackendVolume> FindOrNotFound(const std::string& name);
   // nullopt when there is none; INTERNAL naming the file when malformed.
   StatusOr<std::optional<FileSidecar>> ReadSidecar(const std::string& name);
   Status WriteSidecar(const std::string& name, const FileSidecar& sidecar);
@@ -101,9 +116,6 @@ class FileBackend : public Backend {
   const std::string dir_;
   Exec& exec_;
   Fs& fs_;
-  // Serializes changes, so two concurrent Expose calls cannot attach the
-  // same image to two loop devices.
-  std::mutex mu_;
 };
 
 }  // namespace pillar::agent

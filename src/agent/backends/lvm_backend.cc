@@ -138,26 +138,21 @@ Status LvmBackend::CheckConfig() const {
   return Status::Ok();
 }
 
-Status LvmBackend::CheckName(const std::string& name) const {
-  RETURN_IF_ERROR(CheckConfig());
-  return backend_util::CheckVolumeName(name);
-}
-
-bool LvmBackend::IsOurs(const LvRow& row) const {
+bool LvmBackend::IsOurs(const LvmRow& row) const {
   char type = row.attr[kAttrType];
   if (!thin_pool_.empty()) return type == 'V' && row.pool_lv == thin_pool_;
   // '-' plain linear, 'o' a linear LV that has a (thick) snapshot.
   return (type == '-' || type == 'o') && row.pool_lv.empty();
 }
 
-BackendVolume LvmBackend::ToVolume(const LvRow& row) const {
+BackendVolume LvmBackend::ToVolume(const LvmRow& row) const {
   BackendVolume vol{row.name, row.size_bytes, VolumeMode::kBlock, DevicePath(row.name),
                     "",       row.owner_uid};
   if (row.zero_from) vol.pending = "zeroing from byte " + std::to_string(*row.zero_from);
   return vol;
 }
 
-Status LvmBackend::FinishZeroing(const LvRow& row) {
+Status LvmBackend::FinishZeroing(const LvmRow& row) {
   if (!row.zero_from) return Status::Ok();
   const std::string id = Id(row.name);
   if (row.attr[kAttrState] != 'a') {
@@ -188,15 +183,15 @@ Status LvmBackend::FinishZeroing(const LvRow& row) {
   return Status::Ok();
 }
 
-StatusOr<std::vector<LvmBackend::LvRow>> LvmBackend::ListRows() {
+StatusOr<std::vector<LvmRow>> LvmBackend::ListRows() {
   Command cmd = Lvm({"lvs", "--reportformat", "json", "--units", "b", "--nosuffix", "-o",
                      "lv_name,lv_size,lv_attr,pool_lv,vg_extent_size,lv_tags", "--", vg_},
                     kQueryTimeout);
   ASSIGN_OR_RETURN(std::string out, backend_util::RunForOutput(exec_, cmd));
   ASSIGN_OR_RETURN(json rows, ReportRows(cmd, out, "lv"));
-  std::vector<LvRow> result;
+  std::vector<LvmRow> result;
   for (const json& r : rows) {
-    LvRow row;
+    LvmRow row;
     ASSIGN_OR_RETURN(row.name, TextField(cmd, r, "lv_name"));
     ASSIGN_OR_RETURN(row.size_bytes, BytesField(cmd, r, "lv_size"));
     ASSIGN_OR_RETURN(row.attr, TextField(cmd, r, "lv_attr"));
@@ -221,82 +216,69 @@ StatusOr<std::vector<LvmBackend::LvRow>> LvmBackend::ListRows() {
   return result;
 }
 
-StatusOr<std::optional<LvmBackend::LvRow>> LvmBackend::FindRow(const std::string& name) {
+StatusOr<std::optional<LvmRow>> LvmBackend::FindRow(const std::string& name) {
   // Listing the VG and picking the row avoids telling "no such LV" from
   // other failures by lvs's stderr text.
-  ASSIGN_OR_RETURN(std::vector<LvRow> rows, ListRows());
+  ASSIGN_OR_RETURN(std::vector<LvmRow> rows, ListRows());
   for (auto& row : rows) {
-    if (row.name == name) return std::optional<LvRow>(std::move(row));
+    if (row.name == name) return std::optional<LvmRow>(std::move(row));
   }
-  return std::optional<LvRow>();
+  return std::optional<LvmRow>();
 }
 
-StatusOr<LvmBackend::LvRow> LvmBackend::FindVolumeRow(const std::string& name) {
-  ASSIGN_OR_RETURN(std::optional<LvRow> row, FindRow(name));
-  if (!row) return NotFound("volume " + Id(name) + " not found");
-  if (!IsOurs(*row)) {
-    return FailedPrecondition("LV " + Id(name) + " (lv_attr " + row->attr +
-                              ") is not a volume of " + kind() + " pool " + vg_ +
-                              "; leaving it alone");
-  }
-  return *row;
-}
-
-StatusOr<BackendVolume> LvmBackend::Create(const std::string& name, int64_t size_bytes,
-                                           VolumeMode mode,
-                                           const std::map<std::string, std::string>& params,
-                                           const std::string& owner_uid,
-                                           const std::optional<VolumeRoot>& root) {
-  RETURN_IF_ERROR(CheckName(name));
-  RETURN_IF_ERROR(backend_util::CheckSize(Id(name), size_bytes));
-  RETURN_IF_ERROR(backend_util::CheckMode(*this, mode));
-  RETURN_IF_ERROR(backend_util::CheckRoot(Id(name), mode, root));
-  RETURN_IF_ERROR(backend_util::CheckParamKeys(kind(), params, {}));
-  RETURN_IF_ERROR(backend_util::CheckOwnerUid(owner_uid));
-  std::unique_lock<std::mutex> lock(mu_);
-  ASSIGN_OR_RETURN(std::optional<LvRow> row, FindRow(name));
-  if (row && !IsOurs(*row)) {
+Status LvmBackend::CheckIsVolume(const std::string& name, const LvmRow& row, bool creating) const {
+  if (IsOurs(row)) return Status::Ok();
+  if (creating) {
     return AlreadyExists("volume " + Id(name) + ": an LV of that name exists and is not a " +
-                         kind() + " volume (lv_attr " + row->attr + ")");
+                         kind() + " volume (lv_attr " + row.attr + ")");
   }
-  if (!row) {
-    ASSIGN_OR_RETURN(int64_t size, backend_util::RoundUp(size_bytes, kSectorBytes));
-    const std::string bytes = std::to_string(size) + "b";
-    Command create =
-        thin_pool_.empty()
-            // The extents may have held another volume: the LV is born with
-            // its zeroing tag, so it is never complete before every byte is
-            // zero (signatures are wiped at once all the same).
-            ? Lvm({"lvcreate", "--yes", "--wipesignatures", "y", "--zero", "y", "--type", "linear",
-                   "--size", bytes, "--addtag", OwnerTag(owner_uid), "--addtag", ZeroTag(0),
-                   "--name", name, "--", vg_},
-                  kChangeTimeout)
-            // A new thin LV reads as zeros until written: nothing to wipe.
-            : Lvm({"lvcreate", "--yes", "--type", "thin", "--virtualsize", bytes, "--thinpool",
-                   thin_pool_, "--addtag", OwnerTag(owner_uid), "--name", name, "--", vg_},
-                  kChangeTimeout);
-    RETURN_IF_ERROR(exec_.RunOk(create));
-    ASSIGN_OR_RETURN(LvRow created, FindVolumeRow(name));
-    row = std::move(created);
-  } else {
-    RETURN_IF_ERROR(backend_util::CheckCreateOwner(Object(name), row->owner_uid, owner_uid));
-    RETURN_IF_ERROR(backend_util::CheckExistingMatches(Id(name), ToVolume(*row), mode, size_bytes));
-  }
+  return FailedPrecondition("LV " + Id(name) + " (lv_attr " + row.attr + ") is not a volume of " +
+                            kind() + " pool " + vg_ + "; leaving it alone");
+}
+
+StatusOr<BackendVolume> LvmBackend::DoCreate(const std::string& name, int64_t size_bytes,
+                                             VolumeMode /*mode*/,
+                                             const std::map<std::string, std::string>& /*params*/,
+                                             const std::string& owner_uid,
+                                             const std::optional<VolumeRoot>& /*root*/,
+                                             std::unique_lock<std::mutex>& lock) {
+  ASSIGN_OR_RETURN(int64_t size, backend_util::RoundUp(size_bytes, kSectorBytes));
+  const std::string bytes = std::to_string(size) + "b";
+  Command create =
+      thin_pool_.empty()
+          // The extents may have held another volume: the LV is born with
+          // its zeroing tag, so it is never complete before every byte is
+          // zero (signatures are wiped at once all the same).
+          ? Lvm({"lvcreate", "--yes", "--wipesignatures", "y", "--zero", "y", "--type", "linear",
+                 "--size", bytes, "--addtag", OwnerTag(owner_uid), "--addtag", ZeroTag(0), "--name",
+                 name, "--", vg_},
+                kChangeTimeout)
+          // A new thin LV reads as zeros until written: nothing to wipe.
+          : Lvm({"lvcreate", "--yes", "--type", "thin", "--virtualsize", bytes, "--thinpool",
+                 thin_pool_, "--addtag", OwnerTag(owner_uid), "--name", name, "--", vg_},
+                kChangeTimeout);
+  RETURN_IF_ERROR(exec_.RunOk(create));
+  ASSIGN_OR_RETURN(LvmRow created, FindVolume(name));
+  return FinishCreate(std::move(created), lock);
+}
+
+StatusOr<BackendVolume> LvmBackend::ResumeCreate(const LvmRow& row,
+                                                 std::unique_lock<std::mutex>& lock) {
+  return FinishCreate(row, lock);
+}
+
+StatusOr<BackendVolume> LvmBackend::FinishCreate(LvmRow row, std::unique_lock<std::mutex>& lock) {
   lock.unlock();
   // A new LV, or one whose create stopped before its zeroing was done.
-  RETURN_IF_ERROR(FinishZeroing(*row));
-  row->zero_from.reset();
-  return ToVolume(*row);
+  RETURN_IF_ERROR(FinishZeroing(row));
+  row.zero_from.reset();
+  return ToVolume(row);
 }
 
-StatusOr<BackendVolume> LvmBackend::Expand(const std::string& name, int64_t size_bytes,
-                                           const std::string& owner_uid) {
-  RETURN_IF_ERROR(CheckName(name));
-  RETURN_IF_ERROR(backend_util::CheckSize(Id(name), size_bytes));
-  RETURN_IF_ERROR(backend_util::CheckOwnerUid(owner_uid));
-  std::unique_lock<std::mutex> lock(mu_);
-  ASSIGN_OR_RETURN(LvRow row, FindVolumeRow(name));
-  RETURN_IF_ERROR(backend_util::CheckOwner("expand", Object(name), row.owner_uid, owner_uid));
+StatusOr<BackendVolume> LvmBackend::DoExpand(const LvmRow& found, int64_t size_bytes,
+                                             std::unique_lock<std::mutex>& lock) {
+  LvmRow row = found;
+  const std::string& name = row.name;
   if (row.zero_from) {
     // An earlier create or expand stopped before its zeroing was done.
     lock.unlock();
@@ -317,46 +299,26 @@ StatusOr<BackendVolume> LvmBackend::Expand(const std::string& name, int64_t size
   }
   RETURN_IF_ERROR(exec_.RunOk(
       Lvm({"lvextend", "--size", std::to_string(target) + "b", "--", Id(name)}, kChangeTimeout)));
-  ASSIGN_OR_RETURN(LvRow grown, FindVolumeRow(name));
+  ASSIGN_OR_RETURN(LvmRow grown, FindVolume(name));
   lock.unlock();
   RETURN_IF_ERROR(FinishZeroing(grown));
   grown.zero_from.reset();
   return ToVolume(grown);
 }
 
-Status LvmBackend::Delete(const std::string& name, const std::string& owner_uid) {
-  RETURN_IF_ERROR(CheckName(name));
-  RETURN_IF_ERROR(backend_util::CheckOwnerUid(owner_uid));
-  std::lock_guard<std::mutex> lock(mu_);
-  StatusOr<LvRow> row = FindVolumeRow(name);
-  if (row.status().code() == Code::kNotFound) return Status::Ok();
-  RETURN_IF_ERROR(row.status());
-  RETURN_IF_ERROR(backend_util::CheckOwner("delete", Object(name), row->owner_uid, owner_uid));
+Status LvmBackend::DoDelete(const std::string& name, const std::optional<LvmRow>& row) {
+  if (!row) return Status::Ok();
   // --yes answers "remove active LV?"; no --force, so an LV in use is refused.
   return exec_.RunOk(Lvm({"lvremove", "--yes", "--", Id(name)}, kChangeTimeout));
 }
 
-Status LvmBackend::SetOwner(const std::string& name, const std::string& owner_uid) {
-  RETURN_IF_ERROR(CheckName(name));
-  RETURN_IF_ERROR(backend_util::CheckOwnerUid(owner_uid));
-  std::lock_guard<std::mutex> lock(mu_);
-  ASSIGN_OR_RETURN(LvRow row, FindVolumeRow(name));
-  ASSIGN_OR_RETURN(bool needed,
-                   backend_util::NeedsOwnerMark(Object(name), row.owner_uid, owner_uid));
-  if (!needed) return Status::Ok();
+Status LvmBackend::WriteMark(const LvmRow& row, const std::string& owner_uid) {
   return exec_.RunOk(
-      Lvm({"lvchange", "--addtag", OwnerTag(owner_uid), "--", Id(name)}, kChangeTimeout));
+      Lvm({"lvchange", "--addtag", OwnerTag(owner_uid), "--", Id(row.name)}, kChangeTimeout));
 }
 
-StatusOr<BackendVolume> LvmBackend::Get(const std::string& name) {
-  RETURN_IF_ERROR(CheckName(name));
-  ASSIGN_OR_RETURN(LvRow row, FindVolumeRow(name));
-  return ToVolume(row);
-}
-
-StatusOr<std::vector<BackendVolume>> LvmBackend::List() {
-  RETURN_IF_ERROR(CheckConfig());
-  ASSIGN_OR_RETURN(std::vector<LvRow> rows, ListRows());
+StatusOr<std::vector<BackendVolume>> LvmBackend::ListVolumes() {
+  ASSIGN_OR_RETURN(std::vector<LvmRow> rows, ListRows());
   std::vector<BackendVolume> out;
   for (const auto& row : rows) {
     if (IsOurs(row) && backend_util::CheckVolumeName(row.name).ok()) {
@@ -366,8 +328,7 @@ StatusOr<std::vector<BackendVolume>> LvmBackend::List() {
   return out;
 }
 
-StatusOr<PoolCapacity> LvmBackend::Capacity() {
-  RETURN_IF_ERROR(CheckConfig());
+StatusOr<PoolCapacity> LvmBackend::ReadCapacity() {
   if (thin_pool_.empty()) {
     Command cmd = Lvm({"vgs", "--reportformat", "json", "--units", "b", "--nosuffix", "-o",
                        "vg_name,vg_size,vg_free", "--", vg_},
@@ -404,11 +365,8 @@ StatusOr<PoolCapacity> LvmBackend::Capacity() {
   return cap;
 }
 
-StatusOr<std::string> LvmBackend::Expose(const std::string& name, VolumeMode mode) {
-  RETURN_IF_ERROR(CheckName(name));
-  RETURN_IF_ERROR(backend_util::CheckMode(*this, mode));
-  std::lock_guard<std::mutex> lock(mu_);
-  ASSIGN_OR_RETURN(LvRow row, FindVolumeRow(name));
+StatusOr<std::string> LvmBackend::DoExpose(const LvmRow& row) {
+  const std::string& name = row.name;
   if (row.zero_from) {
     return FailedPrecondition("volume " + Id(name) +
                               " is not served yet: " + ToVolume(row).pending +
@@ -421,7 +379,5 @@ StatusOr<std::string> LvmBackend::Expose(const std::string& name, VolumeMode mod
   }
   return DevicePath(name);
 }
-
-Status LvmBackend::Unexpose(const std::string& name) { return CheckName(name); }
 
 }  // namespace pillar::agent

@@ -21,7 +21,7 @@
 // finishes it, so a crash at any point never serves old data. Thin LVs read
 // zeros until written: no tag, nothing to do.
 //
-// Concurrency: mu_ covers the LV table (lvs, lvcreate, lvextend, lvremove)
+// Concurrency: mu_ (MarkedBackend's) covers the LV table (lvs, lvcreate, lvextend, lvremove)
 // but not a zeroing, which may take minutes; callers serialise operations on
 // one volume (AgentCore holds a lock per volume), so no other change of the
 // same LV can interleave with it.
@@ -33,11 +33,24 @@
 #include <vector>
 
 #include "agent/backends/backend.h"
+#include "agent/backends/marked_backend.h"
 #include "common/exec.h"
 
 namespace pillar::agent {
 
-class LvmBackend : public Backend {
+// One row of `lvs`, as parsed.
+struct LvmRow {
+  std::string name;
+  int64_t size_bytes = 0;
+  std::string attr;  // lv_attr, e.g. "-wi-a-----"
+  std::string pool_lv;
+  int64_t extent_bytes = 0;
+  std::string owner_uid;  // from the ownership tag; "" when untagged
+  // From the zeroing tag: bytes from here to the end are not zeroed yet.
+  std::optional<int64_t> zero_from;
+};
+
+class LvmBackend : public MarkedBackend<LvmRow> {
  public:
   // `vg` (the pool name) should pass validate::PoolName without '/', and a
   // non-empty `thin_pool` (an LV of vg) validate::VolumeName; an empty one
@@ -50,39 +63,14 @@ class LvmBackend : public Backend {
   std::string kind() const override { return thin_pool_.empty() ? "lvm" : "lvm-thin"; }
   std::vector<VolumeMode> modes() const override { return {VolumeMode::kBlock}; }
 
-  // Takes no parameters. LVM rounds the size up to whole extents.
-  StatusOr<BackendVolume> Create(const std::string& name, int64_t size_bytes, VolumeMode mode,
-                                 const std::map<std::string, std::string>& params,
-                                 const std::string& owner_uid,
-                                 const std::optional<VolumeRoot>& root) override;
-  // The request is rounded up to whole extents before it is compared, so a
-  // retried Expand of an already-rounded volume is a no-op, not a shrink.
-  StatusOr<BackendVolume> Expand(const std::string& name, int64_t size_bytes,
-                                 const std::string& owner_uid) override;
-  Status Delete(const std::string& name, const std::string& owner_uid) override;
-  Status SetOwner(const std::string& name, const std::string& owner_uid) override;
-  StatusOr<BackendVolume> Get(const std::string& name) override;
-  StatusOr<std::vector<BackendVolume>> List() override;
-  // Linear: the VG's size and free space. Thin: the thin pool's data size and
-  // its unused part (thin volumes may promise more than that).
-  StatusOr<PoolCapacity> Capacity() override;
-  // Activates the LV if it is inactive; returns /dev/<vg>/<name>.
-  StatusOr<std::string> Expose(const std::string& name, VolumeMode mode) override;
-  // Leaves the LV active: deactivating is not needed to stop serving it, and
-  // would fail or surprise anything else that holds it open.
-  Status Unexpose(const std::string& name) override;
-
-  // One row of `lvs`, as parsed; public for tests of the parser.
-  struct LvRow {
-    std::string name;
-    int64_t size_bytes = 0;
-    std::string attr;  // lv_attr, e.g. "-wi-a-----"
-    std::string pool_lv;
-    int64_t extent_bytes = 0;
-    std::string owner_uid;  // from the ownership tag; "" when untagged
-    // From the zeroing tag: bytes from here to the end are not zeroed yet.
-    std::optional<int64_t> zero_from;
-  };
+  // Create takes no parameters; LVM rounds the size up to whole extents.
+  // Expand rounds the request up to whole extents before it is compared, so
+  // a retried Expand of an already-rounded volume is a no-op, not a shrink.
+  // Capacity, linear: the VG's size and free space; thin: the thin pool's
+  // data size and its unused part (thin volumes may promise more than that).
+  // Expose activates the LV if it is inactive; returns /dev/<vg>/<name>.
+  // Unexpose leaves the LV active: deactivating is not needed to stop serving
+  // it, and would fail or surprise anything else that holds it open.
 
   // The ownership tag of a uid, and the uid in a row's lv_tags ("a,b,c"):
   // "" without one, INVALID_ARGUMENT for a malformed or second one.
@@ -96,31 +84,47 @@ class LvmBackend : public Backend {
   // How much one blkdiscard call zeroes before the tag records the progress.
   static constexpr int64_t kZeroChunkBytes = int64_t{4} << 30;
 
- private:
-  Status CheckConfig() const;
-  Status CheckName(const std::string& name) const;
-  std::string Id(const std::string& name) const { return vg_ + "/" + name; }
-  std::string DevicePath(const std::string& name) const { return "/dev/" + vg_ + "/" + name; }
-  std::string Object(const std::string& name) const {
+ protected:
+  Status CheckConfig() const override;
+  StatusOr<std::optional<LvmRow>> FindRow(const std::string& name) override;
+  // Only LVs of this backend's own type are its volumes.
+  Status CheckIsVolume(const std::string& name, const LvmRow& row, bool creating) const override;
+  BackendVolume ToVolume(const LvmRow& row) const override;
+  std::string Object(const std::string& name, const LvmRow& /*row*/) const override {
     return kind() + " pool " + vg_ + ": LV " + name;
   }
-  bool IsOurs(const LvRow& row) const;
-  BackendVolume ToVolume(const LvRow& row) const;
+  StatusOr<BackendVolume> DoCreate(const std::string& name, int64_t size_bytes, VolumeMode mode,
+                                   const std::map<std::string, std::string>& params,
+                                   const std::string& owner_uid,
+                                   const std::optional<VolumeRoot>& root,
+                                   std::unique_lock<std::mutex>& lock) override;
+  // Finishes the zeroing a create left undone.
+  StatusOr<BackendVolume> ResumeCreate(const LvmRow& row,
+                                       std::unique_lock<std::mutex>& lock) override;
+  StatusOr<BackendVolume> DoExpand(const LvmRow& found, int64_t size_bytes,
+                                   std::unique_lock<std::mutex>& lock) override;
+  Status DoDelete(const std::string& name, const std::optional<LvmRow>& row) override;
+  Status WriteMark(const LvmRow& row, const std::string& owner_uid) override;
+  StatusOr<std::vector<BackendVolume>> ListVolumes() override;
+  StatusOr<PoolCapacity> ReadCapacity() override;
+  // Refuses an LV whose zeroing is pending.
+  StatusOr<std::string> DoExpose(const LvmRow& row) override;
+  Status DoUnexpose(const std::string& /*name*/) override { return Status::Ok(); }
 
-  StatusOr<std::vector<LvRow>> ListRows();
-  // nullopt when no LV has the name (whatever its type).
-  StatusOr<std::optional<LvRow>> FindRow(const std::string& name);
-  // The volume's row: NOT_FOUND when no LV has the name, FAILED_PRECONDITION
-  // when one does but it is not a volume of this backend.
-  StatusOr<LvRow> FindVolumeRow(const std::string& name);
+ private:
+  std::string DevicePath(const std::string& name) const { return "/dev/" + vg_ + "/" + name; }
+  bool IsOurs(const LvmRow& row) const;
+
+  StatusOr<std::vector<LvmRow>> ListRows();
+  // Releases `lock` and zeroes what a new LV still has to (see FinishZeroing).
+  StatusOr<BackendVolume> FinishCreate(LvmRow row, std::unique_lock<std::mutex>& lock);
   // Zeroes row's LV from its zero_from to its end, chunk by chunk, then
   // removes the tag. Runs without mu_ (see the header comment).
-  Status FinishZeroing(const LvRow& row);
+  Status FinishZeroing(const LvmRow& row);
 
   const std::string vg_;
   const std::string thin_pool_;
   Exec& exec_;
-  std::mutex mu_;  // serializes changes so check-then-act stays atomic here
 };
 
 }  // namespace pillar::agent

@@ -58,7 +58,10 @@ Status CheckParamValue(const std::string& key, const std::string& value) {
   return Status::Ok();
 }
 
-Status CheckParams(VolumeMode mode, const std::map<std::string, std::string>& params) {
+}  // namespace
+
+Status ZfsBackend::CheckParams(VolumeMode mode,
+                               const std::map<std::string, std::string>& params) const {
   const auto& own = mode == VolumeMode::kBlock ? kBlockParams : kFilesystemParams;
   const auto& other = mode == VolumeMode::kBlock ? kFilesystemParams : kBlockParams;
   for (const auto& [key, value] : params) {
@@ -73,6 +76,8 @@ Status CheckParams(VolumeMode mode, const std::map<std::string, std::string>& pa
   }
   return Status::Ok();
 }
+
+namespace {
 
 // "16384", "16K", "1M": a power of two from 512 bytes to 16 MiB, as zfs takes.
 StatusOr<int64_t> ParseVolBlockSize(const std::string& text) {
@@ -120,12 +125,7 @@ std::optional<VolumeRoot> ParseRootPending(const std::string& text) {
 
 }  // namespace
 
-Status ZfsBackend::CheckName(const std::string& name) const {
-  RETURN_IF_ERROR(CheckConfig());
-  return backend_util::CheckVolumeName(name);
-}
-
-BackendVolume ZfsBackend::ToVolume(const DatasetRow& row) const {
+BackendVolume ZfsBackend::ToVolume(const ZfsRow& row) const {
   if (row.mode == VolumeMode::kBlock) {
     return BackendVolume{row.name, row.size_bytes, VolumeMode::kBlock, "/dev/zvol/" + Id(row.name),
                          "",       row.owner_uid};
@@ -134,7 +134,7 @@ BackendVolume ZfsBackend::ToVolume(const DatasetRow& row) const {
                        "",       row.mountpoint, row.owner_uid};
 }
 
-StatusOr<std::vector<ZfsBackend::DatasetRow>> ZfsBackend::ListRows() {
+StatusOr<std::vector<ZfsRow>> ZfsBackend::ListRows() {
   // mountpoint last: it is the one column that is free text.
   Command cmd = Zfs({"list", "-Hp", "-o",
                      std::string("name,type,volsize,refquota,volblocksize,") + kOwnerProperty +
@@ -142,7 +142,7 @@ StatusOr<std::vector<ZfsBackend::DatasetRow>> ZfsBackend::ListRows() {
                      "-r", "-d", "1", "-t", "volume,filesystem", "--", dataset_},
                     kQueryTimeout);
   ASSIGN_OR_RETURN(std::string out, backend_util::RunForOutput(exec_, cmd));
-  std::vector<DatasetRow> rows;
+  std::vector<ZfsRow> rows;
   for (const std::string& line : Lines(out)) {
     std::vector<std::string> cols;
     size_t start = 0;
@@ -175,7 +175,7 @@ StatusOr<std::vector<ZfsBackend::DatasetRow>> ZfsBackend::ListRows() {
       return Internal("output of '" + cmd.ToString() + "': dataset '" + full + "' is not in " +
                       dataset_);
     }
-    DatasetRow row;
+    ZfsRow row;
     row.name = full.substr(prefix.size());
     // A name pillar could not have made (or could not address) is not a volume.
     if (!backend_util::CheckVolumeName(row.name).ok()) continue;
@@ -211,40 +211,40 @@ StatusOr<std::vector<ZfsBackend::DatasetRow>> ZfsBackend::ListRows() {
   return rows;
 }
 
-StatusOr<std::optional<ZfsBackend::DatasetRow>> ZfsBackend::FindRow(const std::string& name) {
+StatusOr<std::optional<ZfsRow>> ZfsBackend::FindRow(const std::string& name) {
   // Listing the parent and picking the child avoids telling "does not
   // exist" from other failures by zfs's stderr text.
-  ASSIGN_OR_RETURN(std::vector<DatasetRow> rows, ListRows());
+  ASSIGN_OR_RETURN(std::vector<ZfsRow> rows, ListRows());
   for (auto& row : rows) {
-    if (row.name == name) return std::optional<DatasetRow>(std::move(row));
+    if (row.name == name) return std::optional<ZfsRow>(std::move(row));
   }
-  return std::optional<DatasetRow>();
+  return std::optional<ZfsRow>();
 }
 
-StatusOr<ZfsBackend::DatasetRow> ZfsBackend::FindRowOrNotFound(const std::string& name) {
-  ASSIGN_OR_RETURN(std::optional<DatasetRow> row, FindRow(name));
-  if (!row) return NotFound("volume " + Id(name) + " not found");
-  return *row;
+StatusOr<int64_t> ZfsBackend::ZvolBytes(int64_t size_bytes,
+                                        const std::map<std::string, std::string>& params) {
+  int64_t unit = kDefaultVolBlockBytes;
+  if (auto it = params.find("volblocksize"); it != params.end()) {
+    ASSIGN_OR_RETURN(unit, ParseVolBlockSize(it->second));
+  }
+  return backend_util::RoundUp(size_bytes, unit);
 }
 
-StatusOr<BackendVolume> ZfsBackend::Create(const std::string& name, int64_t size_bytes,
-                                           VolumeMode mode,
-                                           const std::map<std::string, std::string>& params,
-                                           const std::string& owner_uid,
-                                           const std::optional<VolumeRoot>& root) {
-  RETURN_IF_ERROR(CheckName(name));
-  RETURN_IF_ERROR(backend_util::CheckSize(Id(name), size_bytes));
-  RETURN_IF_ERROR(backend_util::CheckMode(*this, mode));
-  RETURN_IF_ERROR(backend_util::CheckRoot(Id(name), mode, root));
-  RETURN_IF_ERROR(CheckParams(mode, params));
-  RETURN_IF_ERROR(backend_util::CheckOwnerUid(owner_uid));
+Status ZfsBackend::PrepareCreate(int64_t size_bytes, VolumeMode mode,
+                                 const std::map<std::string, std::string>& params) {
+  if (mode != VolumeMode::kBlock) return Status::Ok();
+  return ZvolBytes(size_bytes, params).status();
+}
+
+StatusOr<BackendVolume> ZfsBackend::DoCreate(const std::string& name, int64_t size_bytes,
+                                             VolumeMode mode,
+                                             const std::map<std::string, std::string>& params,
+                                             const std::string& owner_uid,
+                                             const std::optional<VolumeRoot>& root,
+                                             std::unique_lock<std::mutex>& /*lock*/) {
   std::vector<std::string> argv = {"create"};
   if (mode == VolumeMode::kBlock) {
-    int64_t unit = kDefaultVolBlockBytes;
-    if (auto it = params.find("volblocksize"); it != params.end()) {
-      ASSIGN_OR_RETURN(unit, ParseVolBlockSize(it->second));
-    }
-    ASSIGN_OR_RETURN(int64_t size, backend_util::RoundUp(size_bytes, unit));
+    ASSIGN_OR_RETURN(int64_t size, ZvolBytes(size_bytes, params));
     if (auto it = params.find("thin"); it != params.end() && it->second == "true") {
       argv.push_back("-s");
     }
@@ -265,25 +265,21 @@ StatusOr<BackendVolume> ZfsBackend::Create(const std::string& name, int64_t size
     argv.insert(argv.end(), {"-o", std::move(property)});
   }
   argv.insert(argv.end(), {"-o", std::string(kOwnerProperty) + "=" + owner_uid, "--", Id(name)});
-
-  std::lock_guard<std::mutex> lock(mu_);
-  ASSIGN_OR_RETURN(std::optional<DatasetRow> existing, FindRow(name));
-  if (existing) {
-    RETURN_IF_ERROR(backend_util::CheckCreateOwner(Object(name), existing->owner_uid, owner_uid));
-    BackendVolume vol = ToVolume(*existing);
-    RETURN_IF_ERROR(backend_util::CheckExistingMatches(Id(name), vol, mode, size_bytes));
-    // A create that stopped before its root was done: finish it, with what
-    // that create recorded. A complete dataset is never changed again.
-    if (existing->root_pending) RETURN_IF_ERROR(ApplyPendingRoot(*existing));
-    return vol;
-  }
   RETURN_IF_ERROR(exec_.RunOk(Zfs(std::move(argv), kChangeTimeout)));
-  ASSIGN_OR_RETURN(DatasetRow created, FindRowOrNotFound(name));
+  ASSIGN_OR_RETURN(ZfsRow created, FindVolume(name));
   if (created.root_pending) RETURN_IF_ERROR(ApplyPendingRoot(created));
   return ToVolume(created);
 }
 
-Status ZfsBackend::ApplyPendingRoot(const DatasetRow& row) {
+StatusOr<BackendVolume> ZfsBackend::ResumeCreate(const ZfsRow& row,
+                                                 std::unique_lock<std::mutex>& /*lock*/) {
+  // A create that stopped before its root was done: finish it, with what
+  // that create recorded. A complete dataset is never changed again.
+  if (row.root_pending) RETURN_IF_ERROR(ApplyPendingRoot(row));
+  return ToVolume(row);
+}
+
+Status ZfsBackend::ApplyPendingRoot(const ZfsRow& row) {
   ASSIGN_OR_RETURN(std::string dir, ExposeFilesystem(row));
   const VolumeRoot& root = *row.root_pending;
   // Owner first, so no chown can clear setuid/setgid bits the mode just set.
@@ -293,14 +289,9 @@ Status ZfsBackend::ApplyPendingRoot(const DatasetRow& row) {
   return exec_.RunOk(Zfs({"inherit", kRootPendingProperty, Id(row.name)}, kChangeTimeout));
 }
 
-StatusOr<BackendVolume> ZfsBackend::Expand(const std::string& name, int64_t size_bytes,
-                                           const std::string& owner_uid) {
-  RETURN_IF_ERROR(CheckName(name));
-  RETURN_IF_ERROR(backend_util::CheckSize(Id(name), size_bytes));
-  RETURN_IF_ERROR(backend_util::CheckOwnerUid(owner_uid));
-  std::lock_guard<std::mutex> lock(mu_);
-  ASSIGN_OR_RETURN(DatasetRow row, FindRowOrNotFound(name));
-  RETURN_IF_ERROR(backend_util::CheckOwner("expand", Object(name), row.owner_uid, owner_uid));
+StatusOr<BackendVolume> ZfsBackend::DoExpand(const ZfsRow& row, int64_t size_bytes,
+                                             std::unique_lock<std::mutex>& /*lock*/) {
+  const std::string& name = row.name;
   int64_t target = size_bytes;
   if (row.mode == VolumeMode::kBlock && row.block_bytes > 0) {
     ASSIGN_OR_RETURN(target, backend_util::RoundUp(size_bytes, row.block_bytes));
@@ -313,17 +304,12 @@ StatusOr<BackendVolume> ZfsBackend::Expand(const std::string& name, int64_t size
   // with '-'. The dataset name was validated and cannot start with one.
   RETURN_IF_ERROR(
       exec_.RunOk(Zfs({"set", prop + std::to_string(target), Id(name)}, kChangeTimeout)));
-  ASSIGN_OR_RETURN(DatasetRow grown, FindRowOrNotFound(name));
+  ASSIGN_OR_RETURN(ZfsRow grown, FindVolume(name));
   return ToVolume(grown);
 }
 
-Status ZfsBackend::Delete(const std::string& name, const std::string& owner_uid) {
-  RETURN_IF_ERROR(CheckName(name));
-  RETURN_IF_ERROR(backend_util::CheckOwnerUid(owner_uid));
-  std::lock_guard<std::mutex> lock(mu_);
-  ASSIGN_OR_RETURN(std::optional<DatasetRow> row, FindRow(name));
+Status ZfsBackend::DoDelete(const std::string& name, const std::optional<ZfsRow>& row) {
   if (!row) return Status::Ok();
-  RETURN_IF_ERROR(backend_util::CheckOwner("delete", Object(name), row->owner_uid, owner_uid));
   Command cmd = Zfs({"destroy", "--", Id(name)}, kChangeTimeout);
   ASSIGN_OR_RETURN(ExecResult r, exec_.Run(cmd));
   if (r.exit_code == 0) return Status::Ok();
@@ -336,36 +322,21 @@ Status ZfsBackend::Delete(const std::string& name, const std::string& owner_uid)
   return Internal(what);
 }
 
-Status ZfsBackend::SetOwner(const std::string& name, const std::string& owner_uid) {
-  RETURN_IF_ERROR(CheckName(name));
-  RETURN_IF_ERROR(backend_util::CheckOwnerUid(owner_uid));
-  std::lock_guard<std::mutex> lock(mu_);
-  ASSIGN_OR_RETURN(DatasetRow row, FindRowOrNotFound(name));
-  ASSIGN_OR_RETURN(bool needed,
-                   backend_util::NeedsOwnerMark(Object(name), row.owner_uid, owner_uid));
-  if (!needed) return Status::Ok();
+Status ZfsBackend::WriteMark(const ZfsRow& row, const std::string& owner_uid) {
   // No "--", as in Expand.
   return exec_.RunOk(
-      Zfs({"set", std::string(kOwnerProperty) + "=" + owner_uid, Id(name)}, kChangeTimeout));
+      Zfs({"set", std::string(kOwnerProperty) + "=" + owner_uid, Id(row.name)}, kChangeTimeout));
 }
 
-StatusOr<BackendVolume> ZfsBackend::Get(const std::string& name) {
-  RETURN_IF_ERROR(CheckName(name));
-  ASSIGN_OR_RETURN(DatasetRow row, FindRowOrNotFound(name));
-  return ToVolume(row);
-}
-
-StatusOr<std::vector<BackendVolume>> ZfsBackend::List() {
-  RETURN_IF_ERROR(CheckConfig());
-  ASSIGN_OR_RETURN(std::vector<DatasetRow> rows, ListRows());
+StatusOr<std::vector<BackendVolume>> ZfsBackend::ListVolumes() {
+  ASSIGN_OR_RETURN(std::vector<ZfsRow> rows, ListRows());
   std::vector<BackendVolume> out;
   out.reserve(rows.size());
   for (const auto& row : rows) out.push_back(ToVolume(row));
   return out;
 }
 
-StatusOr<PoolCapacity> ZfsBackend::Capacity() {
-  RETURN_IF_ERROR(CheckConfig());
+StatusOr<PoolCapacity> ZfsBackend::ReadCapacity() {
   // -o property,value rather than value alone: rows are matched by name, not
   // by the order zfs happens to print them in.
   Command cmd =
@@ -386,15 +357,9 @@ StatusOr<PoolCapacity> ZfsBackend::Capacity() {
   return PoolCapacity{*available + *used, *available};
 }
 
-StatusOr<std::string> ZfsBackend::Expose(const std::string& name, VolumeMode mode) {
-  RETURN_IF_ERROR(CheckName(name));
-  std::lock_guard<std::mutex> lock(mu_);
-  ASSIGN_OR_RETURN(DatasetRow row, FindRowOrNotFound(name));
-  if (row.mode != mode) {
-    return FailedPrecondition("volume " + Id(name) + " is " + VolumeModeName(row.mode) +
-                              ", cannot expose it as " + VolumeModeName(mode));
-  }
-  if (mode == VolumeMode::kFilesystem) {
+StatusOr<std::string> ZfsBackend::DoExpose(const ZfsRow& row) {
+  const std::string& name = row.name;
+  if (row.mode == VolumeMode::kFilesystem) {
     if (row.root_pending) {
       return FailedPrecondition("volume " + Id(name) + ": its create has not finished (root " +
                                 DescribeVolumeRoot(*row.root_pending) +
@@ -410,7 +375,7 @@ StatusOr<std::string> ZfsBackend::Expose(const std::string& name, VolumeMode mod
   return device;
 }
 
-StatusOr<std::string> ZfsBackend::ExposeFilesystem(const DatasetRow& row) {
+StatusOr<std::string> ZfsBackend::ExposeFilesystem(const ZfsRow& row) {
   if (row.mountpoint.empty()) {
     return FailedPrecondition("volume " + Id(row.name) +
                               " has no mountpoint (legacy or none); nothing to export");
@@ -426,7 +391,5 @@ StatusOr<std::string> ZfsBackend::ExposeFilesystem(const DatasetRow& row) {
   }
   return row.mountpoint;
 }
-
-Status ZfsBackend::Unexpose(const std::string& name) { return CheckName(name); }
 
 }  // namespace pillar::agent

@@ -24,13 +24,27 @@
 #include <vector>
 
 #include "agent/backends/backend.h"
+#include "agent/backends/marked_backend.h"
 #include "common/exec.h"
 #include "common/fs.h"
 #include "common/validate.h"
 
 namespace pillar::agent {
 
-class ZfsBackend : public Backend {
+// One row of `zfs list`, as parsed.
+struct ZfsRow {
+  std::string name;  // the child component only
+  VolumeMode mode = VolumeMode::kBlock;
+  int64_t size_bytes = 0;   // volsize, or refquota (0: none)
+  std::string mountpoint;   // "" unless an absolute path
+  int64_t block_bytes = 0;  // volblocksize of a zvol
+  std::string owner_uid;    // pillar-csi:volume-uid; "" when unset
+  // pillar-csi:root-pending: the root directory mode and owner a create
+  // has yet to apply; nullopt when there is none.
+  std::optional<VolumeRoot> root_pending;
+};
+
+class ZfsBackend : public MarkedBackend<ZfsRow> {
  public:
   // `dataset` should pass validate::PoolName; every operation re-checks it
   // and runs nothing when it does not. `fs` is used to see whether a zvol's
@@ -44,61 +58,61 @@ class ZfsBackend : public Backend {
     return {VolumeMode::kBlock, VolumeMode::kFilesystem};
   }
 
-  // A zvol's size is rounded up to whole volume blocks (volblocksize, or
+  // Create rounds a zvol's size up to whole volume blocks (volblocksize, or
   // 16 KiB, the largest default of current OpenZFS, when it is not given).
-  StatusOr<BackendVolume> Create(const std::string& name, int64_t size_bytes, VolumeMode mode,
-                                 const std::map<std::string, std::string>& params,
-                                 const std::string& owner_uid,
-                                 const std::optional<VolumeRoot>& root) override;
-  StatusOr<BackendVolume> Expand(const std::string& name, int64_t size_bytes,
-                                 const std::string& owner_uid) override;
-  // zfs destroy without -r/-R/-f: a volume with snapshots, clones or users is
-  // FAILED_PRECONDITION carrying zfs's own message.
-  Status Delete(const std::string& name, const std::string& owner_uid) override;
-  Status SetOwner(const std::string& name, const std::string& owner_uid) override;
-  StatusOr<BackendVolume> Get(const std::string& name) override;
-  StatusOr<std::vector<BackendVolume>> List() override;
-  // The parent dataset's available space; total = available + used.
-  StatusOr<PoolCapacity> Capacity() override;
-  // Block: /dev/zvol/<dataset>/<name>, UNAVAILABLE until udev made it.
-  // Filesystem: mounts it if needed and returns its mountpoint.
-  StatusOr<std::string> Expose(const std::string& name, VolumeMode mode) override;
-  // Nothing to undo: the zvol node and the mount stay as zfs keeps them.
-  Status Unexpose(const std::string& name) override;
+  // Delete runs zfs destroy without -r/-R/-f: a volume with snapshots,
+  // clones or users is FAILED_PRECONDITION carrying zfs's own message.
+  // Capacity is the parent dataset's available space; total = available +
+  // used.
+  // Expose, block: /dev/zvol/<dataset>/<name>, UNAVAILABLE until udev made
+  // it; filesystem: mounts it if needed and returns its mountpoint.
+  // Unexpose has nothing to undo: the zvol node and the mount stay as zfs
+  // keeps them.
 
-  // One row of `zfs list`, as parsed.
-  struct DatasetRow {
-    std::string name;  // the child component only
-    VolumeMode mode = VolumeMode::kBlock;
-    int64_t size_bytes = 0;   // volsize, or refquota (0: none)
-    std::string mountpoint;   // "" unless an absolute path
-    int64_t block_bytes = 0;  // volblocksize of a zvol
-    std::string owner_uid;    // pillar-csi:volume-uid; "" when unset
-    // pillar-csi:root-pending: the root directory mode and owner a create
-    // has yet to apply; nullopt when there is none.
-    std::optional<VolumeRoot> root_pending;
-  };
-
- private:
-  Status CheckConfig() const { return validate::PoolName("pool", dataset_); }
-  Status CheckName(const std::string& name) const;
-  std::string Id(const std::string& name) const { return dataset_ + "/" + name; }
-  std::string Object(const std::string& name) const {
+ protected:
+  Status CheckConfig() const override { return validate::PoolName("pool", dataset_); }
+  // The allowlist of zfs_backend.cc.
+  Status CheckParams(VolumeMode mode,
+                     const std::map<std::string, std::string>& params) const override;
+  // A bad volblocksize, or a size that cannot be rounded to it.
+  Status PrepareCreate(int64_t size_bytes, VolumeMode mode,
+                       const std::map<std::string, std::string>& params) override;
+  StatusOr<std::optional<ZfsRow>> FindRow(const std::string& name) override;
+  BackendVolume ToVolume(const ZfsRow& row) const override;
+  std::string Object(const std::string& name, const ZfsRow& /*row*/) const override {
     return "zfs pool " + dataset_ + ": dataset " + Id(name);
   }
-  BackendVolume ToVolume(const DatasetRow& row) const;
-  StatusOr<std::vector<DatasetRow>> ListRows();
-  StatusOr<std::optional<DatasetRow>> FindRow(const std::string& name);
-  StatusOr<DatasetRow> FindRowOrNotFound(const std::string& name);
-  StatusOr<std::string> ExposeFilesystem(const DatasetRow& row);
+  StatusOr<BackendVolume> DoCreate(const std::string& name, int64_t size_bytes, VolumeMode mode,
+                                   const std::map<std::string, std::string>& params,
+                                   const std::string& owner_uid,
+                                   const std::optional<VolumeRoot>& root,
+                                   std::unique_lock<std::mutex>& lock) override;
+  // Applies the root a create left pending, with what that create recorded;
+  // a complete dataset is never changed again.
+  StatusOr<BackendVolume> ResumeCreate(const ZfsRow& row,
+                                       std::unique_lock<std::mutex>& lock) override;
+  StatusOr<BackendVolume> DoExpand(const ZfsRow& row, int64_t size_bytes,
+                                   std::unique_lock<std::mutex>& lock) override;
+  Status DoDelete(const std::string& name, const std::optional<ZfsRow>& row) override;
+  Status WriteMark(const ZfsRow& row, const std::string& owner_uid) override;
+  StatusOr<std::vector<BackendVolume>> ListVolumes() override;
+  StatusOr<PoolCapacity> ReadCapacity() override;
+  StatusOr<std::string> DoExpose(const ZfsRow& row) override;
+  Status DoUnexpose(const std::string& /*name*/) override { return Status::Ok(); }
+
+ private:
+  // A zvol's size: size_bytes rounded up to its volblocksize.
+  static StatusOr<int64_t> ZvolBytes(int64_t size_bytes,
+                                     const std::map<std::string, std::string>& params);
+  StatusOr<std::vector<ZfsRow>> ListRows();
+  StatusOr<std::string> ExposeFilesystem(const ZfsRow& row);
   // Mounts the dataset, gives its root directory row.root_pending, then
   // clears the property.
-  Status ApplyPendingRoot(const DatasetRow& row);
+  Status ApplyPendingRoot(const ZfsRow& row);
 
   const std::string dataset_;
   Exec& exec_;
   Fs& fs_;
-  std::mutex mu_;  // serializes changes so check-then-act stays atomic here
 };
 
 }  // namespace pillar::agent
