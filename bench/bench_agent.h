@@ -139,6 +139,20 @@ class InProcessAgentClient : public controller::AgentClient {
       const controller::agent_api::UnexportVolumeRequest& r) override {
     return Answer<v1::UnexportVolumeResponse>(&S::UnexportVolume, controller::ToProto(r));
   }
+  StatusOr<controller::agent_api::Snapshot> CreateSnapshot(
+      const controller::agent_api::CreateSnapshotRequest& r) override {
+    ASSIGN_OR_RETURN(auto resp,
+                     Call<v1::CreateSnapshotResponse>(&S::CreateSnapshot, controller::ToProto(r)));
+    return controller::FromProto(resp.snapshot());
+  }
+  Status DeleteSnapshot(const controller::agent_api::DeleteSnapshotRequest& r) override {
+    return Call<v1::DeleteSnapshotResponse>(&S::DeleteSnapshot, controller::ToProto(r)).status();
+  }
+  StatusOr<std::vector<controller::agent_api::Snapshot>> ListSnapshots(
+      const std::string& pool) override {
+    return Answer<v1::ListSnapshotsResponse>(&S::ListSnapshots,
+                                             controller::ListSnapshotsRequestProto(pool));
+  }
 
   std::atomic<int64_t> calls{0};
 

@@ -60,6 +60,14 @@ StatusOr<VolumeState> LoadVolume(const store::Object& o) {
   return v;
 }
 
+StatusOr<SnapshotRecord> LoadSnapshot(const store::Object& o) {
+  SnapshotRecord r;
+  r.meta = MetaOf(o);
+  ASSIGN_OR_RETURN(r.spec, SnapshotSpecFromJson(o.spec));
+  ASSIGN_OR_RETURN(r.status, SnapshotStatusFromJson(o.status));
+  return r;
+}
+
 StatusOr<NodeRecord> LoadNode(const store::Object& o) { return NodeFromJson(MetaOf(o), o.spec); }
 
 StatusOr<AgentRecord> LoadAgent(const store::Object& o) {
@@ -151,15 +159,28 @@ StatusOr<ExportSpec> ExportSpecFromJson(const json& j) {
   return s;
 }
 
+bool SnapshotConfirmed(const SnapshotStatus& status) {
+  const Condition* c = FindCondition(status.conditions, kCondSnapshotReady);
+  return c == nullptr || c->status == "True" || c->reason != kReasonCreating;
+}
+
 json ToJson(const VolumeSpec& s) {
-  return {{"volumeID", s.volume_id},
-          {"agentRef", s.agent_ref},
-          {"agentVolumeID", s.agent_volume_id},
-          {"protocol", ProtocolName(s.protocol)},
-          {"capacityBytes", s.capacity_bytes},
-          {"accessType", s.access_type},
-          {"fsType", s.fs_type},
-          {"parameters", s.parameters}};
+  json j = {{"volumeID", s.volume_id},
+            {"agentRef", s.agent_ref},
+            {"agentVolumeID", s.agent_volume_id},
+            {"protocol", ProtocolName(s.protocol)},
+            {"capacityBytes", s.capacity_bytes},
+            {"accessType", s.access_type},
+            {"fsType", s.fs_type},
+            {"parameters", s.parameters}};
+  if (s.content_source) {
+    json src = {{"uid", s.content_source->uid}};
+    if (!s.content_source->snapshot_id.empty()) src["snapshotID"] = s.content_source->snapshot_id;
+    if (!s.content_source->volume_id.empty()) src["volumeID"] = s.content_source->volume_id;
+    if (s.content_source->detached) src["detached"] = true;
+    j["contentSource"] = std::move(src);
+  }
+  return j;
 }
 
 StatusOr<VolumeSpec> VolumeSpecFromJson(const json& j) {
@@ -175,6 +196,76 @@ StatusOr<VolumeSpec> VolumeSpecFromJson(const json& j) {
   ASSIGN_OR_RETURN(s.access_type, Str(j, "accessType", f));
   ASSIGN_OR_RETURN(s.fs_type, Str(j, "fsType", f));
   if (j.contains("parameters") && j["parameters"].is_object()) s.parameters = j["parameters"];
+  if (j.contains("contentSource") && !j["contentSource"].is_null()) {
+    const json& cs = j["contentSource"];
+    const std::string cf = "spec.contentSource";
+    RETURN_IF_ERROR(WantObject(cs, cf));
+    ContentSource src;
+    ASSIGN_OR_RETURN(src.snapshot_id, Str(cs, "snapshotID", cf));
+    ASSIGN_OR_RETURN(src.volume_id, Str(cs, "volumeID", cf));
+    ASSIGN_OR_RETURN(src.uid, Str(cs, "uid", cf));
+    ASSIGN_OR_RETURN(src.detached, Bool(cs, "detached", cf));
+    if (src.snapshot_id.empty() == src.volume_id.empty()) {
+      return InvalidArgument(cf + " must name exactly one of snapshotID and volumeID");
+    }
+    s.content_source = std::move(src);
+  }
+  return s;
+}
+
+json ToJson(const SnapshotSpec& s) {
+  return {{"snapshotID", s.snapshot_id},
+          {"agentRef", s.agent_ref},
+          {"agentSnapshotID", s.agent_snapshot_id},
+          {"sourceVolumeID", s.source_volume_id},
+          {"sourceVolumeUID", s.source_volume_uid},
+          {"volumeMode", s.volume_mode},
+          {"parameters", s.parameters}};
+}
+
+StatusOr<SnapshotSpec> SnapshotSpecFromJson(const json& j) {
+  const std::string f = "spec";
+  RETURN_IF_ERROR(WantObject(j, f));
+  SnapshotSpec s;
+  ASSIGN_OR_RETURN(s.snapshot_id, Str(j, "snapshotID", f, true));
+  ASSIGN_OR_RETURN(s.agent_ref, Str(j, "agentRef", f, true));
+  ASSIGN_OR_RETURN(s.agent_snapshot_id, Str(j, "agentSnapshotID", f, true));
+  ASSIGN_OR_RETURN(s.source_volume_id, Str(j, "sourceVolumeID", f, true));
+  ASSIGN_OR_RETURN(s.source_volume_uid, Str(j, "sourceVolumeUID", f));
+  ASSIGN_OR_RETURN(s.volume_mode, Str(j, "volumeMode", f));
+  if (!s.volume_mode.empty() && s.volume_mode != "block" && s.volume_mode != "filesystem") {
+    return InvalidArgument("spec.volumeMode must be block or filesystem");
+  }
+  if (j.contains("parameters") && j["parameters"].is_object()) s.parameters = j["parameters"];
+  return s;
+}
+
+json ToJson(const SnapshotStatus& s) {
+  json j = {{"readyToUse", s.ready_to_use},
+            {"sizeBytes", s.size_bytes},
+            {"creationTimeUnixNanos", s.creation_time_unix_nanos},
+            {"usedBytes", s.used_bytes},
+            {"deleting", s.deleting},
+            {"conditions", ToJson(s.conditions)}};
+  if (!s.backend.empty()) j["backend"] = s.backend;
+  if (s.detached) j["detached"] = true;
+  return j;
+}
+
+StatusOr<SnapshotStatus> SnapshotStatusFromJson(const json& j) {
+  SnapshotStatus s;
+  if (j.is_null()) return s;
+  RETURN_IF_ERROR(WantObject(j, "status"));
+  ASSIGN_OR_RETURN(s.ready_to_use, Bool(j, "readyToUse", "status"));
+  ASSIGN_OR_RETURN(s.size_bytes, Int(j, "sizeBytes", "status"));
+  ASSIGN_OR_RETURN(s.creation_time_unix_nanos, Int(j, "creationTimeUnixNanos", "status"));
+  ASSIGN_OR_RETURN(s.used_bytes, Int(j, "usedBytes", "status"));
+  ASSIGN_OR_RETURN(s.backend, Str(j, "backend", "status"));
+  ASSIGN_OR_RETURN(s.detached, Bool(j, "detached", "status"));
+  ASSIGN_OR_RETURN(s.deleting, Bool(j, "deleting", "status"));
+  if (j.contains("conditions")) {
+    ASSIGN_OR_RETURN(s.conditions, ConditionsFromJson(j["conditions"]));
+  }
   return s;
 }
 

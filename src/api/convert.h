@@ -16,6 +16,7 @@ Meta MetaOf(const store::Object& o);
 StatusOr<VolumeState> LoadVolume(const store::Object& o);
 StatusOr<NodeRecord> LoadNode(const store::Object& o);
 StatusOr<AgentRecord> LoadAgent(const store::Object& o);
+StatusOr<SnapshotRecord> LoadSnapshot(const store::Object& o);
 
 // JSON conversions (field names as in the CRDs). From* return INVALID_ARGUMENT
 // naming the field when the stored JSON does not fit the schema.
@@ -31,6 +32,10 @@ nlohmann::json AgentSpecToJson(const AgentRecord& a);
 nlohmann::json AgentStatusToJson(const AgentRecord& a);
 StatusOr<AgentRecord> AgentFromJson(const Meta& meta, const nlohmann::json& spec,
                                     const nlohmann::json& status);
+nlohmann::json ToJson(const SnapshotSpec& s);
+nlohmann::json ToJson(const SnapshotStatus& s);
+StatusOr<SnapshotSpec> SnapshotSpecFromJson(const nlohmann::json& j);
+StatusOr<SnapshotStatus> SnapshotStatusFromJson(const nlohmann::json& j);
 nlohmann::json ToJson(const std::vector<Condition>& conditions);
 StatusOr<std::vector<Condition>> ConditionsFromJson(const nlohmann::json& j);
 

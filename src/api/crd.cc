@@ -49,15 +49,18 @@ json Conditions() {
 }
 
 json VolumeSchema() {
-  json spec = Obj({{"volumeID", NonEmptyStr()},
-                   {"agentRef", NonEmptyStr()},
-                   {"agentVolumeID", NonEmptyStr()},
-                   {"protocol", Enum(ProtocolNames())},
-                   {"capacityBytes", Int64()},
-                   {"accessType", Enum({"", "block", "mount"})},
-                   {"fsType", Str()},
-                   {"parameters", {{"type", "object"}, {"additionalProperties", Str()}}}},
-                  {"volumeID", "agentRef", "agentVolumeID", "protocol"});
+  json spec = Obj(
+      {{"volumeID", NonEmptyStr()},
+       {"agentRef", NonEmptyStr()},
+       {"agentVolumeID", NonEmptyStr()},
+       {"protocol", Enum(ProtocolNames())},
+       {"capacityBytes", Int64()},
+       {"accessType", Enum({"", "block", "mount"})},
+       {"fsType", Str()},
+       {"parameters", {{"type", "object"}, {"additionalProperties", Str()}}},
+       {"contentSource",
+        Obj({{"snapshotID", Str()}, {"volumeID", Str()}, {"uid", Str()}, {"detached", Bool()}})}},
+      {"volumeID", "agentRef", "agentVolumeID", "protocol"});
   // status.exportSpec is the only source an export is rebuilt from: all three
   // fields are required, bindAddress non-empty, port a port number.
   json export_spec = Obj({{"bindAddress", NonEmptyStr()},
@@ -82,6 +85,26 @@ json VolumeSchema() {
                      {"conditions", Conditions()},
                      {"capacityBytes", Int64()},
                      {"backend", Str()}});
+  return Obj({{"spec", spec}, {"status", status}}, {"spec"});
+}
+
+json SnapshotSchema() {
+  json spec = Obj({{"snapshotID", NonEmptyStr()},
+                   {"agentRef", NonEmptyStr()},
+                   {"agentSnapshotID", NonEmptyStr()},
+                   {"sourceVolumeID", NonEmptyStr()},
+                   {"sourceVolumeUID", Str()},
+                   {"volumeMode", Enum({"", "block", "filesystem"})},
+                   {"parameters", {{"type", "object"}, {"additionalProperties", Str()}}}},
+                  {"snapshotID", "agentRef", "agentSnapshotID", "sourceVolumeID"});
+  json status = Obj({{"readyToUse", Bool()},
+                     {"sizeBytes", Int64()},
+                     {"creationTimeUnixNanos", Int64()},
+                     {"usedBytes", Int64()},
+                     {"backend", Str()},
+                     {"detached", Bool()},
+                     {"deleting", Bool()},
+                     {"conditions", Conditions()}});
   return Obj({{"spec", spec}, {"status", status}}, {"spec"});
 }
 
@@ -178,6 +201,7 @@ const std::vector<ResourceNames>& AllResources() {
       {kKindVolume, "pillarvolumestates", "pillarvolumestate", {"pvst"}},
       {kKindAgent, "pillaragents", "pillaragent", {}},
       {kKindNode, "pillarnodes", "pillarnode", {}},
+      {kKindSnapshot, "pillarsnapshots", "pillarsnapshot", {"psnap"}},
   };
   return kResources;
 }
@@ -210,6 +234,14 @@ std::vector<json> CustomResourceDefinitions() {
                      Column("IQN", "string", ".spec.initiatorIQN", "iSCSI initiator IQN"),
                      Column("Addresses", "string", ".spec.ipAddresses", "IP addresses"),
                      Column("LastSeen", "string", ".spec.lastSeen", "last report")}));
+  out.push_back(
+      Crd(*FindResource(kKindSnapshot), SnapshotSchema(),
+          {Column("Source", "string", ".spec.sourceVolumeID", "the volume it was taken of"),
+           Column("Agent", "string", ".spec.agentRef", "the storage node's agent"),
+           Column("Ready", "boolean", ".status.readyToUse", "can be restored"),
+           Column("Size", "integer", ".status.sizeBytes", "the source's size when taken"),
+           Column("Reason", "string", ConditionPath(kCondSnapshotReady, "reason"),
+                  "why Ready is what it is")}));
   return out;
 }
 

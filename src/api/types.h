@@ -22,6 +22,7 @@ constexpr const char* kVersion = "v1alpha1";
 constexpr const char* kKindVolume = "PillarVolumeState";
 constexpr const char* kKindNode = "PillarNode";
 constexpr const char* kKindAgent = "PillarAgent";
+constexpr const char* kKindSnapshot = "PillarSnapshot";
 
 constexpr const char* kCondExportReconciled = "ExportReconciled";
 constexpr const char* kCondAgentConnected = "AgentConnected";
@@ -33,6 +34,13 @@ constexpr const char* kCondAgentConnected = "AgentConnected";
 constexpr const char* kCondProvisioned = "Provisioned";
 constexpr const char* kReasonCreating = "Creating";
 constexpr const char* kReasonCreated = "Created";
+
+// A snapshot's one condition: True while the agent holds it and it can be
+// restored (status.readyToUse mirrors it). Reasons: Creating (the agent has
+// not confirmed it yet), Created, SnapshotMissing (the agent no longer has
+// it), AgentUnavailable.
+constexpr const char* kCondSnapshotReady = "Ready";
+constexpr const char* kReasonSnapshotMissing = "SnapshotMissing";
 
 // Reasons of ExportReconciled.
 constexpr const char* kReasonReconciled = "Reconciled";
@@ -93,6 +101,19 @@ struct PublishedNode {
   bool operator==(const PublishedNode&) const = default;
 };
 
+// Where a restored or cloned volume's data came from: a PillarSnapshot or a
+// PillarVolumeState (exactly one of the two IDs), and that record's uid, the
+// lifecycle the agent checks the source's ownership mark against.
+struct ContentSource {
+  std::string snapshot_id;
+  std::string volume_id;
+  std::string uid;
+  // A copy sharing nothing with its source (StorageClass detached: "true").
+  bool detached = false;
+
+  bool operator==(const ContentSource&) const = default;
+};
+
 struct VolumeSpec {
   std::string volume_id;
   std::string agent_ref;
@@ -102,6 +123,7 @@ struct VolumeSpec {
   std::string access_type;  // "block", "mount"
   std::string fs_type;
   nlohmann::json parameters = nlohmann::json::object();  // the create parameters, for idempotency
+  std::optional<ContentSource> content_source;           // absent: made empty
 
   bool operator==(const VolumeSpec&) const = default;
 };
@@ -140,6 +162,43 @@ struct VolumeState {
   VolumeSpec spec;
   VolumeStatus status;
 };
+
+// A snapshot's recorded intent (kind PillarSnapshot, named by its CSI
+// snapshot ID).
+struct SnapshotSpec {
+  std::string snapshot_id;
+  std::string agent_ref;
+  std::string agent_snapshot_id;                         // "<pool>/<snapshot>" on the agent
+  std::string source_volume_id;                          // the PillarVolumeState it was taken of
+  std::string source_volume_uid;                         // ... and that record's uid
+  std::string volume_mode;                               // the source's: "block" or "filesystem"
+  nlohmann::json parameters = nlohmann::json::object();  // the create parameters, for idempotency
+
+  bool operator==(const SnapshotSpec&) const = default;
+};
+
+struct SnapshotStatus {
+  bool ready_to_use = false;
+  int64_t size_bytes = 0;  // the source's size when taken: the least a restore takes
+  int64_t creation_time_unix_nanos = 0;
+  int64_t used_bytes = 0;  // what it holds on the pool, when the agent knows
+  std::string backend;
+  bool detached = false;
+  bool deleting = false;
+  std::vector<Condition> conditions;
+
+  bool operator==(const SnapshotStatus&) const = default;
+};
+
+struct SnapshotRecord {
+  Meta meta;
+  SnapshotSpec spec;
+  SnapshotStatus status;
+};
+
+// True unless the snapshot's create is still unconfirmed by the agent
+// (condition Ready False with reason Creating).
+bool SnapshotConfirmed(const SnapshotStatus& status);
 
 struct NodeRecord {
   Meta meta;

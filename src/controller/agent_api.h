@@ -59,6 +59,9 @@ struct Volume {
   std::string volume_uid;   // lifecycle of the fencing mark, if any
   std::string owner_uid;    // lifecycle of the ownership mark on the storage
   std::string pending;      // what a create or expand has yet to finish
+  // "snapshot <pool>/<snapshot>", "volume <pool>/<volume>", or "" for a
+  // volume made empty.
+  std::string origin;
 
   bool operator==(const Volume&) const = default;
 };
@@ -94,6 +97,17 @@ struct VolumeRoot {
   bool operator==(const VolumeRoot&) const = default;
 };
 
+// What a new volume starts as a copy of: a snapshot or another volume of the
+// same pool, marked with source_uid.
+struct VolumeSource {
+  std::string agent_snapshot_id;  // one of these two is set
+  std::string agent_volume_id;
+  std::string source_uid;
+  bool detached = false;  // a copy sharing nothing with the source
+
+  bool operator==(const VolumeSource&) const = default;
+};
+
 struct CreateVolumeRequest {
   std::string pool;
   std::string name;
@@ -103,7 +117,8 @@ struct CreateVolumeRequest {
   std::map<std::string, std::string> parameters;  // backend properties
   // Adopt unmarked existing storage of this name instead of creating.
   bool import_existing = false;
-  std::optional<VolumeRoot> root;  // absent: as the backend makes it
+  std::optional<VolumeRoot> root;      // absent: as the backend makes it
+  std::optional<VolumeSource> source;  // absent: an empty volume
 
   bool operator==(const CreateVolumeRequest&) const = default;
 };
@@ -158,6 +173,39 @@ struct ApplyExportResult {
   bool operator==(const ApplyExportResult&) const = default;
 };
 
+struct Snapshot {
+  std::string agent_snapshot_id;  // "<pool>/<snapshot>"
+  std::string pool;
+  std::string name;
+  std::string source_volume_id;
+  int64_t size_bytes = 0;  // the source's size when taken
+  int64_t creation_time_unix_nanos = 0;
+  std::string backend;
+  std::string owner_uid;  // the PillarSnapshot's uid, from the mark
+  bool ready_to_use = false;
+  int64_t used_bytes = 0;
+  bool detached = false;
+
+  bool operator==(const Snapshot&) const = default;
+};
+
+struct CreateSnapshotRequest {
+  std::string source_volume_id;
+  std::string source_volume_uid;  // the source must carry this mark
+  std::string name;               // in the source's pool
+  std::string snapshot_uid;       // the mark the snapshot gets
+  bool detached = false;
+
+  bool operator==(const CreateSnapshotRequest&) const = default;
+};
+
+struct DeleteSnapshotRequest {
+  std::string agent_snapshot_id;
+  std::string snapshot_uid;  // a snapshot marked with another uid is refused
+
+  bool operator==(const DeleteSnapshotRequest&) const = default;
+};
+
 struct UnexportVolumeRequest {
   std::string agent_volume_id;
   Protocol protocol = Protocol::kNvmeofTcp;
@@ -189,6 +237,13 @@ class AgentClient {
   // The kernel changes made.
   virtual StatusOr<std::vector<std::string>> UnexportVolume(
       const agent_api::UnexportVolumeRequest& r) = 0;
+  virtual StatusOr<agent_api::Snapshot> CreateSnapshot(
+      const agent_api::CreateSnapshotRequest& r) = 0;
+  // Succeeds at once, even while volumes made from the snapshot need its
+  // data (the agent keeps and later reclaims it); a missing one is success.
+  virtual Status DeleteSnapshot(const agent_api::DeleteSnapshotRequest& r) = 0;
+  // The snapshots of `pool`, or of every pool when it is empty.
+  virtual StatusOr<std::vector<agent_api::Snapshot>> ListSnapshots(const std::string& pool) = 0;
 };
 
 struct AgentEndpoint {

@@ -58,6 +58,19 @@ class GrpcAgentClient : public AgentClient {
       const agent_api::UnexportVolumeRequest& r) override {
     return Answer<av1::UnexportVolumeResponse>(&av1::Agent::Stub::UnexportVolume, ToProto(r));
   }
+  StatusOr<agent_api::Snapshot> CreateSnapshot(const agent_api::CreateSnapshotRequest& r) override {
+    ASSIGN_OR_RETURN(auto resp, Call<av1::CreateSnapshotResponse>(&av1::Agent::Stub::CreateSnapshot,
+                                                                  ToProto(r)));
+    return FromProto(resp.snapshot());
+  }
+  Status DeleteSnapshot(const agent_api::DeleteSnapshotRequest& r) override {
+    return Call<av1::DeleteSnapshotResponse>(&av1::Agent::Stub::DeleteSnapshot, ToProto(r))
+        .status();
+  }
+  StatusOr<std::vector<agent_api::Snapshot>> ListSnapshots(const std::string& pool) override {
+    return Answer<av1::ListSnapshotsResponse>(&av1::Agent::Stub::ListSnapshots,
+                                              ListSnapshotsRequestProto(pool));
+  }
 
  private:
   template <typename Resp, typename Req, typename Method>

@@ -89,6 +89,39 @@ av1::CreateVolumeRequest ToProto(const agent_api::CreateVolumeRequest& r) {
     m.mutable_root()->set_uid(r.root->uid);
     m.mutable_root()->set_gid(r.root->gid);
   }
+  if (r.source) {
+    auto* src = m.mutable_source();
+    if (!r.source->agent_snapshot_id.empty()) {
+      src->set_agent_snapshot_id(r.source->agent_snapshot_id);
+    } else {
+      src->set_agent_volume_id(r.source->agent_volume_id);
+    }
+    src->set_source_uid(r.source->source_uid);
+    src->set_detached(r.source->detached);
+  }
+  return m;
+}
+
+av1::CreateSnapshotRequest ToProto(const agent_api::CreateSnapshotRequest& r) {
+  av1::CreateSnapshotRequest m;
+  m.set_source_volume_id(r.source_volume_id);
+  m.set_source_volume_uid(r.source_volume_uid);
+  m.set_name(r.name);
+  m.set_snapshot_uid(r.snapshot_uid);
+  m.set_detached(r.detached);
+  return m;
+}
+
+av1::DeleteSnapshotRequest ToProto(const agent_api::DeleteSnapshotRequest& r) {
+  av1::DeleteSnapshotRequest m;
+  m.set_agent_snapshot_id(r.agent_snapshot_id);
+  m.set_snapshot_uid(r.snapshot_uid);
+  return m;
+}
+
+av1::ListSnapshotsRequest ListSnapshotsRequestProto(const std::string& pool) {
+  av1::ListSnapshotsRequest m;
+  m.set_pool(pool);
   return m;
 }
 
@@ -164,7 +197,26 @@ agent_api::Volume FromProto(const av1::Volume& m) {
           .export_path = m.export_path(),
           .volume_uid = m.volume_uid(),
           .owner_uid = m.owner_uid(),
-          .pending = m.pending()};
+          .pending = m.pending(),
+          .origin = m.origin()};
+}
+
+agent_api::Snapshot FromProto(const av1::Snapshot& m) {
+  return {.agent_snapshot_id = m.agent_snapshot_id(),
+          .pool = m.pool(),
+          .name = m.name(),
+          .source_volume_id = m.source_volume_id(),
+          .size_bytes = m.size_bytes(),
+          .creation_time_unix_nanos = m.creation_time_unix_nanos(),
+          .backend = m.backend(),
+          .owner_uid = m.owner_uid(),
+          .ready_to_use = m.ready_to_use(),
+          .used_bytes = m.used_bytes(),
+          .detached = m.detached()};
+}
+
+std::vector<agent_api::Snapshot> FromProto(const av1::ListSnapshotsResponse& m) {
+  return FromEach(m.snapshots());
 }
 
 agent_api::Pool FromProto(const av1::Pool& m) {

@@ -16,6 +16,9 @@ pillar::agent::v1::ExpandVolumeRequest ToProto(const agent_api::ExpandVolumeRequ
 pillar::agent::v1::DeleteVolumeRequest ToProto(const agent_api::DeleteVolumeRequest& r);
 pillar::agent::v1::ApplyExportRequest ToProto(const agent_api::ApplyExportRequest& r);
 pillar::agent::v1::UnexportVolumeRequest ToProto(const agent_api::UnexportVolumeRequest& r);
+pillar::agent::v1::CreateSnapshotRequest ToProto(const agent_api::CreateSnapshotRequest& r);
+pillar::agent::v1::DeleteSnapshotRequest ToProto(const agent_api::DeleteSnapshotRequest& r);
+pillar::agent::v1::ListSnapshotsRequest ListSnapshotsRequestProto(const std::string& pool);
 pillar::agent::v1::GetCapacityRequest GetCapacityRequestProto(const std::string& pool);
 pillar::agent::v1::GetExportRequest GetExportRequestProto(const std::string& agent_volume_id,
                                                           Protocol protocol);
@@ -31,5 +34,7 @@ agent_api::ApplyExportResult FromProto(const pillar::agent::v1::ApplyExportRespo
 std::vector<agent_api::Pool> FromProto(const pillar::agent::v1::GetCapacityResponse& m);
 std::vector<agent_api::Export> FromProto(const pillar::agent::v1::ListExportsResponse& m);
 std::vector<std::string> FromProto(const pillar::agent::v1::UnexportVolumeResponse& m);
+agent_api::Snapshot FromProto(const pillar::agent::v1::Snapshot& m);
+std::vector<agent_api::Snapshot> FromProto(const pillar::agent::v1::ListSnapshotsResponse& m);
 
 }  // namespace pillar::controller

@@ -10,6 +10,7 @@
 #include "common/validate.h"
 #include "common/version.h"
 #include "common/volume_context.h"
+#include "controller/csi_records.h"
 #include "controller/desired.h"
 #include "store/retry.h"
 
@@ -59,62 +60,14 @@ void FillVolume(const api::VolumeState& v, csi::v1::Volume* out) {
   out->set_capacity_bytes(v.status.capacity_bytes > 0 ? v.status.capacity_bytes
                                                       : v.spec.capacity_bytes);
   FillContext(ContextOf(v), out->mutable_volume_context());
-}
-
-grpc::Status Reply(const Status& s) { return ToGrpc(s); }
-
-// The agent looked at the request and said no: it refuses before it creates,
-// marks or fences anything (a retry cannot succeed without a change).
-// UNAVAILABLE, DEADLINE_EXCEEDED, INTERNAL and the like may have left
-// storage of the request's lifecycle behind, so they are not refusals.
-bool AgentRefusedCreate(const Status& s) {
-  switch (s.code()) {
-    case Code::kInvalidArgument:
-    case Code::kAlreadyExists:
-    case Code::kNotFound:
-    case Code::kFailedPrecondition:
-    case Code::kOutOfRange:
-    case Code::kPermissionDenied:
-    case Code::kUnimplemented:
-    case Code::kResourceExhausted:
-      return true;
-    default:
-      return false;
+  if (v.spec.content_source) {
+    auto* src = out->mutable_content_source();
+    if (!v.spec.content_source->snapshot_id.empty()) {
+      src->mutable_snapshot()->set_snapshot_id(v.spec.content_source->snapshot_id);
+    } else {
+      src->mutable_volume()->set_volume_id(v.spec.content_source->volume_id);
+    }
   }
-}
-
-// The status of a record as stored (empty when it has none or it is bad).
-api::VolumeStatus LoadStatusOrEmpty(const store::Object& obj) {
-  auto s = api::VolumeStatusFromJson(obj.status);
-  return s.ok() ? *s : api::VolumeStatus{};
-}
-
-// The one mapping of an absent record: NOT_FOUND with `absent` as the
-// message. A name the store cannot even hold names no object: NOT_FOUND too.
-StatusOr<store::Object> GetRecord(store::Store& st, const char* kind, const std::string& name,
-                                  const std::string& absent) {
-  auto obj = st.Get(kind, name);
-  if (obj.ok()) return obj;
-  if (obj.status().code() == Code::kNotFound || obj.status().code() == Code::kInvalidArgument) {
-    return NotFound(absent);
-  }
-  return obj.status();
-}
-
-StatusOr<store::Object> GetVolume(store::Store& st, const std::string& volume_id) {
-  return GetRecord(st, api::kKindVolume, volume_id, "volume " + volume_id + " does not exist");
-}
-
-// A volume the CO may use: its record, once the agent confirmed its storage.
-// A create still under way (or failed and waiting for its retry) is no
-// volume yet: NOT_FOUND, so nothing is published or expanded on it.
-StatusOr<api::VolumeState> GetProvisionedVolume(store::Store& st, const std::string& volume_id) {
-  ASSIGN_OR_RETURN(store::Object obj, GetVolume(st, volume_id));
-  ASSIGN_OR_RETURN(api::VolumeState v, api::LoadVolume(obj));
-  if (!api::IsProvisioned(v.status)) {
-    return NotFound("volume " + volume_id + " is not provisioned: its create has not completed");
-  }
-  return v;
 }
 
 }  // namespace
@@ -231,6 +184,22 @@ Status CsiController::DoCreate(const csi::v1::CreateVolumeRequest& req, csi::v1:
                     now);
 
   auto existing = store_.Get(api::kKindVolume, volume_id);
+  // A restore or clone: its source checked before anything is recorded. A
+  // retry of a create that completed needs its source no more (it may be
+  // gone since); the agent already holds the volume.
+  std::optional<ResolvedSource> source;
+  if (plan.source) {
+    auto resolved = ResolveSource(plan, access_type, size, req.capacity_range());
+    bool completed = existing.ok() && api::IsProvisioned(LoadStatusOrEmpty(*existing)) &&
+                     !existing->status.empty();
+    if (resolved.ok()) {
+      source = *resolved;
+      spec.capacity_bytes = resolved->size_bytes;
+    } else if (!completed) {
+      return resolved.status();
+    }
+  }
+  if (source) spec.content_source = source->recorded;
   store::Object obj;
   if (existing.ok() && existing->status.empty()) {
     // A create cut off between the object and its status (the Kubernetes
@@ -252,6 +221,12 @@ Status CsiController::DoCreate(const csi::v1::CreateVolumeRequest& req, csi::v1:
     if (have.spec.parameters != recorded || have.spec.access_type != access_type) {
       return AlreadyExists("volume " + volume_id +
                            " exists with different parameters or access type");
+    }
+    auto ids = [](const std::optional<api::ContentSource>& c) {
+      return c ? SourceRef{c->snapshot_id, c->volume_id} : SourceRef{};
+    };
+    if (ids(have.spec.content_source) != (plan.source ? *plan.source : SourceRef{})) {
+      return AlreadyExists("volume " + volume_id + " exists with another content source");
     }
     int64_t have_size = std::max(have.status.capacity_bytes, have.spec.capacity_bytes);
     if (have_size < req.capacity_range().required_bytes() ||
@@ -293,6 +268,11 @@ Status CsiController::DoCreate(const csi::v1::CreateVolumeRequest& req, csi::v1:
   if (params.protocol == Protocol::kNfs) {
     creq.root =
         agent_api::VolumeRoot{params.nfs_root_mode, params.nfs_root_uid, params.nfs_root_gid};
+  }
+  if (source) creq.source = source->request;
+  if (plan.source && !source) {
+    // Completed before, its source gone since: the agent's volume stands.
+    creq.source.reset();
   }
   auto created = client->CreateVolume(creq);
   if (!created.ok()) {
@@ -683,9 +663,10 @@ grpc::Status CsiController::ControllerGetCapabilities(
     grpc::ServerContext*, const csi::v1::ControllerGetCapabilitiesRequest*,
     csi::v1::ControllerGetCapabilitiesResponse* resp) {
   using T = csi::v1::ControllerServiceCapability::RPC;
-  for (auto t : {T::CREATE_DELETE_VOLUME, T::PUBLISH_UNPUBLISH_VOLUME, T::LIST_VOLUMES,
-                 T::GET_CAPACITY, T::PUBLISH_READONLY, T::EXPAND_VOLUME,
-                 T::LIST_VOLUMES_PUBLISHED_NODES, T::VOLUME_CONDITION, T::GET_VOLUME}) {
+  for (auto t :
+       {T::CREATE_DELETE_VOLUME, T::PUBLISH_UNPUBLISH_VOLUME, T::LIST_VOLUMES, T::GET_CAPACITY,
+        T::PUBLISH_READONLY, T::EXPAND_VOLUME, T::LIST_VOLUMES_PUBLISHED_NODES, T::VOLUME_CONDITION,
+        T::GET_VOLUME, T::CREATE_DELETE_SNAPSHOT, T::LIST_SNAPSHOTS, T::CLONE_VOLUME}) {
     resp->add_capabilities()->mutable_rpc()->set_type(t);
   }
   return grpc::Status::OK;

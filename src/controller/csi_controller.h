@@ -66,6 +66,14 @@ class CsiController final : public csi::v1::Controller::Service {
   grpc::Status ControllerGetVolume(grpc::ServerContext*,
                                    const csi::v1::ControllerGetVolumeRequest* req,
                                    csi::v1::ControllerGetVolumeResponse* resp) override;
+  // Snapshots (csi_snapshots.cc): recorded as PillarSnapshot objects first,
+  // then taken by the source volume's agent.
+  grpc::Status CreateSnapshot(grpc::ServerContext*, const csi::v1::CreateSnapshotRequest* req,
+                              csi::v1::CreateSnapshotResponse* resp) override;
+  grpc::Status DeleteSnapshot(grpc::ServerContext*, const csi::v1::DeleteSnapshotRequest* req,
+                              csi::v1::DeleteSnapshotResponse* resp) override;
+  grpc::Status ListSnapshots(grpc::ServerContext*, const csi::v1::ListSnapshotsRequest* req,
+                             csi::v1::ListSnapshotsResponse* resp) override;
 
  private:
   Status DoCreate(const csi::v1::CreateVolumeRequest& req, csi::v1::Volume* out);
@@ -77,6 +85,20 @@ class CsiController final : public csi::v1::Controller::Service {
   Status DoUnpublish(const std::string& volume_id, const std::string& node_id);
   Status DoExpand(const csi::v1::ControllerExpandVolumeRequest& req,
                   csi::v1::ControllerExpandVolumeResponse* resp);
+  Status DoCreateSnapshot(const csi::v1::CreateSnapshotRequest& req, csi::v1::Snapshot* out);
+  Status DoDeleteSnapshot(const std::string& snapshot_id);
+  // A CreateVolume's content source, checked against the volume to make
+  // (same agent and pool, same volume mode, a size that holds it): the
+  // source as recorded in spec.contentSource, and the size to ask for.
+  struct ResolvedSource {
+    api::ContentSource recorded;
+    agent_api::VolumeSource request;
+    int64_t size_bytes = 0;
+  };
+  StatusOr<ResolvedSource> ResolveSource(const CreatePlan& plan, const std::string& access_type,
+                                         int64_t size_bytes, const csi::v1::CapacityRange& range);
+  StatusOr<store::Object> MutateSnapshotStatus(
+      const std::string& snapshot_id, const std::function<Status(api::SnapshotStatus&)>& mutate);
   // Applies `mutate` to the pvst status with CAS retries.
   StatusOr<store::Object> MutateStatus(const std::string& volume_id,
                                        const std::function<Status(api::VolumeStatus&)>& mutate);

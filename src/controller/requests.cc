@@ -84,9 +84,14 @@ StatusOr<int64_t> PickSize(const csi::v1::CapacityRange& range) {
 
 const std::set<std::string>& KnownCreateParameters() {
   static const std::set<std::string> kKnown = {
-      "agent",         "pool",        "protocol",          "acl",    "port",
-      "bindAddress",   "fsType",      "inCapsuleDataSize", "import", "auth",
-      "nfsRootSquash", "nfsRootMode", "nfsRootOwner"};
+      "agent",         "pool",        "protocol",          "acl",     "port",
+      "bindAddress",   "fsType",      "inCapsuleDataSize", "import",  "auth",
+      "nfsRootSquash", "nfsRootMode", "nfsRootOwner",      "detached"};
+  return kKnown;
+}
+
+const std::set<std::string>& KnownSnapshotParameters() {
+  static const std::set<std::string> kKnown = {"detached"};
   return kKnown;
 }
 
@@ -140,6 +145,11 @@ StatusOr<CreateParams> ParseCreateParameters(
     return InvalidArgument("parameters.import \"" + import + "\" must be true or false");
   }
   out.import_existing = import == "true";
+  std::string detached = get("detached");
+  if (!detached.empty() && detached != "true" && detached != "false") {
+    return InvalidArgument("parameters.detached \"" + detached + "\" must be true or false");
+  }
+  out.detached = detached == "true";
   std::string ics = get("inCapsuleDataSize");
   if (!ics.empty()) {
     if (out.protocol != Protocol::kNvmeofTcp) {
@@ -213,6 +223,34 @@ Status ValidateCapability(const VolumeCapability& cap, Protocol protocol,
   return Status::Ok();
 }
 
+StatusOr<SnapshotPlan> ParseCreateSnapshotRequest(const csi::v1::CreateSnapshotRequest& req) {
+  if (req.name().empty()) return InvalidArgument("name is required");
+  if (req.name().size() > 128) {
+    return InvalidArgument("name is " + std::to_string(req.name().size()) +
+                           " bytes; CSI names are at most 128");
+  }
+  if (req.source_volume_id().empty()) return InvalidArgument("source_volume_id is required");
+  SnapshotPlan plan;
+  plan.source_volume_id = req.source_volume_id();
+  for (const auto& [k, v] : req.parameters()) {
+    if (k.rfind("csi.storage.k8s.io/", 0) == 0) continue;  // the sidecar's metadata
+    if (KnownSnapshotParameters().count(k) == 0) {
+      return InvalidArgument("parameters." + k +
+                             " is not a pillar snapshot parameter (known: " + "detached)");
+    }
+    if (k == "detached") {
+      if (v != "true" && v != "false") {
+        return InvalidArgument("parameters.detached \"" + v + "\" must be true or false");
+      }
+      plan.detached = v == "true";
+    }
+    plan.recorded_parameters[k] = v;
+  }
+  plan.snapshot_id = VolumeIdForName(req.name());
+  if (plan.snapshot_id != req.name()) plan.recorded_parameters[kCsiNameParameter] = req.name();
+  return plan;
+}
+
 std::string VolumeIdForName(const std::string& name) {
   if (validate::VolumeName("name", name).ok() && validate::ObjectName("name", name).ok()) {
     return name;
@@ -249,10 +287,25 @@ StatusOr<CreatePlan> ParseCreateRequest(const csi::v1::CreateVolumeRequest& req)
   if (req.volume_capabilities().empty()) {
     return InvalidArgument("volume_capabilities must name at least one capability");
   }
-  if (req.has_volume_content_source()) {
-    return InvalidArgument("volume_content_source: snapshots and clones are not supported");
-  }
   CreatePlan plan;
+  if (req.has_volume_content_source()) {
+    const auto& src = req.volume_content_source();
+    SourceRef ref;
+    if (src.has_snapshot()) {
+      ref.snapshot_id = src.snapshot().snapshot_id();
+      if (ref.snapshot_id.empty()) {
+        return InvalidArgument("volume_content_source.snapshot.snapshot_id is required");
+      }
+    } else if (src.has_volume()) {
+      ref.volume_id = src.volume().volume_id();
+      if (ref.volume_id.empty()) {
+        return InvalidArgument("volume_content_source.volume.volume_id is required");
+      }
+    } else {
+      return InvalidArgument("volume_content_source must name a snapshot or a volume");
+    }
+    plan.source = ref;
+  }
   ASSIGN_OR_RETURN(plan.params, ParseCreateParameters(req.parameters()));
   RETURN_IF_ERROR(ParseConnectionTiming({req.parameters().begin(), req.parameters().end()},
                                         plan.params.protocol, "parameters.", true)

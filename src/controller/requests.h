@@ -44,6 +44,9 @@ struct CreateParams {
   uint32_t nfs_root_mode = kDefaultNfsRootMode;
   uint32_t nfs_root_uid = 0;
   uint32_t nfs_root_gid = 0;
+  // parameters.detached=true: a volume restored or cloned from a source
+  // shares nothing with it (a full copy) instead of depending on it.
+  bool detached = false;
 };
 // The StorageClass parameters pillar knows besides the backend.* and
 // csi.storage.k8s.io/* prefixes; README, the chart's schema and
@@ -66,6 +69,14 @@ StatusOr<CreateParams> ParseCreateParameters(
 std::string VolumeIdForName(const std::string& name);
 constexpr const char* kCsiNameParameter = "pillar-csi.bhyoo.com/csi-name";
 
+// CreateVolume's volume_content_source: a snapshot or a volume (exactly one).
+struct SourceRef {
+  std::string snapshot_id;
+  std::string volume_id;
+
+  bool operator==(const SourceRef&) const = default;
+};
+
 struct CreatePlan {
   std::string volume_id;  // VolumeIdForName(request name)
   CreateParams params;
@@ -73,10 +84,24 @@ struct CreatePlan {
   Credentials credentials;  // from the request's secrets when parameters.auth is chap
   int64_t size_bytes = 0;
   nlohmann::json recorded_parameters = nlohmann::json::object();
+  std::optional<SourceRef> source;  // absent: an empty volume
 };
 StatusOr<CreatePlan> ParseCreateRequest(const csi::v1::CreateVolumeRequest& req);
 Status ValidateCapability(const csi::v1::VolumeCapability& cap, Protocol protocol,
                           const std::string& field);
+
+// A CreateSnapshot request checked whole: its name (the snapshot ID is
+// VolumeIdForName of it, as for volumes), its source and its parameters (the
+// VolumeSnapshotClass: `detached`, and the csi.storage.k8s.io/ keys the
+// sidecar adds, which are ignored). Anything else is INVALID_ARGUMENT.
+struct SnapshotPlan {
+  std::string snapshot_id;
+  std::string source_volume_id;
+  bool detached = false;
+  nlohmann::json recorded_parameters = nlohmann::json::object();
+};
+const std::set<std::string>& KnownSnapshotParameters();
+StatusOr<SnapshotPlan> ParseCreateSnapshotRequest(const csi::v1::CreateSnapshotRequest& req);
 
 // The single-node access modes (one node may publish the volume).
 bool IsSingleNode(csi::v1::VolumeCapability::AccessMode::Mode m);

@@ -21,7 +21,8 @@ namespace av1 = pillar::agent::v1;
 using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
 
-// Every field of `m` holds a value other than its default, recursively.
+// Every field of `m` holds a value other than its default, recursively; of a
+// oneof, the one field set.
 void ExpectEveryFieldSet(const Message& m, const std::string& path = "") {
   const auto* d = m.GetDescriptor();
   const auto* r = m.GetReflection();
@@ -36,7 +37,12 @@ void ExpectEveryFieldSet(const Message& m, const std::string& path = "") {
       }
       continue;
     }
-    EXPECT_TRUE(r->HasField(m, f)) << name << " is not set";
+    if (const auto* oneof = f->real_containing_oneof(); oneof != nullptr) {
+      EXPECT_TRUE(r->HasOneof(m, oneof)) << std::string(oneof->name()) << " is not set";
+      if (!r->HasField(m, f)) continue;
+    } else {
+      EXPECT_TRUE(r->HasField(m, f)) << name << " is not set";
+    }
     if (nested && r->HasField(m, f)) ExpectEveryFieldSet(r->GetMessage(m, f), name + ".");
   }
 }
@@ -111,6 +117,7 @@ constexpr const char* kVolumeText = R"pb(
   volume_uid: "uid-1"
   owner_uid: "uid-0"
   pending: "zeroing from byte 4096"
+  origin: "snapshot tank/snap-1"
 )pb";
 
 agent_api::Volume ExpectedVolume() {
@@ -126,6 +133,7 @@ agent_api::Volume ExpectedVolume() {
   v.volume_uid = "uid-1";
   v.owner_uid = "uid-0";
   v.pending = "zeroing from byte 4096";
+  v.origin = "snapshot tank/snap-1";
   return v;
 }
 
@@ -156,6 +164,7 @@ TEST(AgentProtoTest, CreateVolumeRequest) {
   r.parameters = {{"thin", "true"}};
   r.import_existing = true;
   r.root = agent_api::VolumeRoot{02770, 1000, 2000};
+  r.source = agent_api::VolumeSource{"tank/snap-1", "", "uid-s", true};
   ExpectSentAsEveryField(ToProto(r), R"pb(
     pool: "tank"
     name: "pvc-1"
@@ -165,7 +174,16 @@ TEST(AgentProtoTest, CreateVolumeRequest) {
     parameters { key: "thin" value: "true" }
     import_existing: true
     root { mode: 1528 uid: 1000 gid: 2000 }
+    source { agent_snapshot_id: "tank/snap-1" source_uid: "uid-s" detached: true }
   )pb");
+
+  // A clone names a volume; a volume made empty has no source at all.
+  r.source = agent_api::VolumeSource{"", "tank/pvc-0", "uid-0", false};
+  auto clone = ToProto(r);
+  EXPECT_EQ(clone.source().agent_volume_id(), "tank/pvc-0");
+  EXPECT_FALSE(clone.source().has_agent_snapshot_id());
+  r.source.reset();
+  EXPECT_FALSE(ToProto(r).has_source());
 
   // A block volume; no root directory: the field is absent, not zero.
   r.mode = agent_api::VolumeMode::kBlock;
@@ -235,6 +253,42 @@ TEST(AgentProtoTest, UnexportGetExportAndGetCapacityRequests) {
   ExpectSentAsEveryField(GetExportRequestProto("tank/pvc-1", Protocol::kIscsi),
                          R"pb(agent_volume_id: "tank/pvc-1" protocol: PROTOCOL_ISCSI)pb");
   ExpectSentAsEveryField(GetCapacityRequestProto("tank"), R"pb(pool: "tank")pb");
+}
+
+TEST(AgentProtoTest, SnapshotRequestsAndAnswers) {
+  ExpectSentAsEveryField(
+      ToProto(agent_api::CreateSnapshotRequest{"tank/pvc-1", "uid-1", "snap-1", "uid-s", true}),
+      R"pb(
+        source_volume_id: "tank/pvc-1"
+        source_volume_uid: "uid-1"
+        name: "snap-1"
+        snapshot_uid: "uid-s"
+        detached: true
+      )pb");
+  ExpectSentAsEveryField(ToProto(agent_api::DeleteSnapshotRequest{"tank/snap-1", "uid-s"}),
+                         R"pb(agent_snapshot_id: "tank/snap-1" snapshot_uid: "uid-s")pb");
+  ExpectSentAsEveryField(ListSnapshotsRequestProto("tank"), R"pb(pool: "tank")pb");
+
+  constexpr const char* kSnapshotText = R"pb(
+    agent_snapshot_id: "tank/snap-1"
+    pool: "tank"
+    name: "snap-1"
+    source_volume_id: "tank/pvc-1"
+    size_bytes: 1073741824
+    creation_time_unix_nanos: 1765000000000000001
+    backend: "zfs"
+    owner_uid: "uid-s"
+    ready_to_use: true
+    used_bytes: 65536
+    detached: true
+  )pb";
+  agent_api::Snapshot want{
+      "tank/snap-1", "tank",  "snap-1", "tank/pvc-1", 1073741824, 1765000000000000001,
+      "zfs",         "uid-s", true,     65536,        true};
+  EXPECT_EQ(FromProto(EveryFieldAnswer<av1::Snapshot>(kSnapshotText)), want);
+  auto listed = EveryFieldAnswer<av1::ListSnapshotsResponse>(std::string("snapshots {") +
+                                                             kSnapshotText + "}");
+  EXPECT_EQ(FromProto(listed), std::vector<agent_api::Snapshot>{want});
 }
 
 TEST(AgentProtoTest, GetInfoResponse) {

@@ -833,8 +833,8 @@ TEST_F(CsiControllerTest, ControllerGetCapabilitiesAdvertisesWhatIsImplemented) 
   EXPECT_EQ(got,
             (std::set<int>{T::CREATE_DELETE_VOLUME, T::PUBLISH_UNPUBLISH_VOLUME, T::LIST_VOLUMES,
                            T::GET_CAPACITY, T::PUBLISH_READONLY, T::EXPAND_VOLUME,
-                           T::LIST_VOLUMES_PUBLISHED_NODES, T::VOLUME_CONDITION, T::GET_VOLUME}));
-  EXPECT_EQ(got.count(T::CREATE_DELETE_SNAPSHOT), 0u) << "snapshots are not implemented";
+                           T::LIST_VOLUMES_PUBLISHED_NODES, T::VOLUME_CONDITION, T::GET_VOLUME,
+                           T::CREATE_DELETE_SNAPSHOT, T::LIST_SNAPSHOTS, T::CLONE_VOLUME}));
 }
 
 // --- ControllerExpandVolume -------------------------------------------------------

@@ -88,8 +88,43 @@ StatusOr<agent_api::Volume> FakeAgent::CreateVolume(const agent_api::CreateVolum
   if (mark != marks_.end() && mark->second.volume_uid != r.volume_uid) {
     return AlreadyExists("volume " + id + " belongs to another lifecycle");
   }
+  if (r.source && !volumes_.contains(id)) {
+    // As the real agent: the source must exist in the pool, carry the
+    // caller's uid, and fit in the new volume.
+    int64_t source_size = 0;
+    if (!r.source->agent_snapshot_id.empty()) {
+      auto snap = snapshots_.find(r.source->agent_snapshot_id);
+      if (snap == snapshots_.end()) {
+        return NotFound("snapshot " + r.source->agent_snapshot_id + " not found");
+      }
+      if (snap->second.owner_uid != r.source->source_uid) {
+        return FailedPrecondition("snapshot " + r.source->agent_snapshot_id +
+                                  " belongs to another lifecycle");
+      }
+      source_size = snap->second.size_bytes;
+    } else {
+      auto src = volumes_.find(r.source->agent_volume_id);
+      if (src == volumes_.end()) {
+        return NotFound("volume " + r.source->agent_volume_id + " not found");
+      }
+      if (src->second.owner_uid != r.source->source_uid) {
+        return FailedPrecondition("volume " + r.source->agent_volume_id +
+                                  " belongs to another lifecycle");
+      }
+      source_size = src->second.size_bytes;
+    }
+    if (r.size_bytes < source_size) {
+      return OutOfRange("size " + std::to_string(r.size_bytes) + " is below the source's " +
+                        std::to_string(source_size));
+    }
+  }
   auto& v = volumes_[id];
   if (v.agent_volume_id.empty()) {
+    if (r.source) {
+      v.origin = r.source->agent_snapshot_id.empty() ? "volume " + r.source->agent_volume_id
+                                                     : "snapshot " + r.source->agent_snapshot_id;
+    }
+    v.owner_uid = r.volume_uid;
     v.agent_volume_id = id;
     v.pool = r.pool;
     v.name = r.name;
@@ -329,6 +364,75 @@ int FakeAgent::MaxInFlight() {
 std::vector<agent_api::ApplyExportRequest> FakeAgent::Applies() {
   std::lock_guard<std::mutex> lock(mu_);
   return applies_;
+}
+
+StatusOr<agent_api::Snapshot> FakeAgent::CreateSnapshot(const agent_api::CreateSnapshotRequest& r) {
+  Status s = Enter(AgentCall::kCreateSnapshot);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!s.ok()) return s;
+  auto src = volumes_.find(r.source_volume_id);
+  if (src == volumes_.end()) return NotFound("volume " + r.source_volume_id + " not found");
+  if (src->second.owner_uid != r.source_volume_uid) {
+    return FailedPrecondition("volume " + r.source_volume_id + " belongs to another lifecycle");
+  }
+  std::string id = src->second.pool + "/" + r.name;
+  auto it = snapshots_.find(id);
+  if (it != snapshots_.end()) {
+    if (it->second.owner_uid != r.snapshot_uid ||
+        it->second.source_volume_id != r.source_volume_id) {
+      return AlreadyExists("snapshot " + id + " exists with another source or lifecycle");
+    }
+    return it->second;
+  }
+  agent_api::Snapshot snap{.agent_snapshot_id = id,
+                           .pool = src->second.pool,
+                           .name = r.name,
+                           .source_volume_id = r.source_volume_id,
+                           .size_bytes = src->second.size_bytes,
+                           .creation_time_unix_nanos = clock_nanos_ += 1'000'000'000,
+                           .backend = src->second.backend,
+                           .owner_uid = r.snapshot_uid,
+                           .ready_to_use = true,
+                           .used_bytes = 0,
+                           .detached = r.detached};
+  snapshots_[id] = snap;
+  return snap;
+}
+
+Status FakeAgent::DeleteSnapshot(const agent_api::DeleteSnapshotRequest& r) {
+  Status s = Enter(AgentCall::kDeleteSnapshot);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!s.ok()) return s;
+  auto it = snapshots_.find(r.agent_snapshot_id);
+  if (it == snapshots_.end()) return Status::Ok();
+  if (it->second.owner_uid != r.snapshot_uid) {
+    return FailedPrecondition("snapshot " + r.agent_snapshot_id + " belongs to another lifecycle");
+  }
+  snapshots_.erase(it);
+  return Status::Ok();
+}
+
+StatusOr<std::vector<agent_api::Snapshot>> FakeAgent::ListSnapshots(const std::string& pool) {
+  Status s = Enter(AgentCall::kListSnapshots);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!s.ok()) return s;
+  std::vector<agent_api::Snapshot> out;
+  for (const auto& [id, snap] : snapshots_) {
+    if (pool.empty() || snap.pool == pool) out.push_back(snap);
+  }
+  return out;
+}
+
+std::optional<agent_api::Snapshot> FakeAgent::SnapshotOf(const std::string& agent_snapshot_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = snapshots_.find(agent_snapshot_id);
+  if (it == snapshots_.end()) return std::nullopt;
+  return it->second;
+}
+
+void FakeAgent::DropSnapshot(const std::string& agent_snapshot_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  snapshots_.erase(agent_snapshot_id);
 }
 
 std::vector<agent_api::CreateVolumeRequest> FakeAgent::Creates() {

@@ -29,6 +29,9 @@ enum class AgentCall {
   kGetExport,
   kListExports,
   kUnexportVolume,
+  kCreateSnapshot,
+  kDeleteSnapshot,
+  kListSnapshots,
 };
 
 class FakeAgent : public AgentClient {
@@ -47,6 +50,9 @@ class FakeAgent : public AgentClient {
   StatusOr<std::vector<agent_api::Export>> ListExports() override;
   StatusOr<std::vector<std::string>> UnexportVolume(
       const agent_api::UnexportVolumeRequest& r) override;
+  StatusOr<agent_api::Snapshot> CreateSnapshot(const agent_api::CreateSnapshotRequest& r) override;
+  Status DeleteSnapshot(const agent_api::DeleteSnapshotRequest& r) override;
+  StatusOr<std::vector<agent_api::Snapshot>> ListSnapshots(const std::string& pool) override;
 
   // --- Scripting -----------------------------------------------------------
 
@@ -75,6 +81,9 @@ class FakeAgent : public AgentClient {
   void AddPool(const std::string& name, int64_t total_bytes, int64_t available_bytes);
   void AddVolume(const std::string& agent_volume_id, int64_t size_bytes);
   std::optional<agent_api::Volume> VolumeOf(const std::string& agent_volume_id);
+  std::optional<agent_api::Snapshot> SnapshotOf(const std::string& agent_snapshot_id);
+  // The snapshot is gone from the storage (deleted by hand).
+  void DropSnapshot(const std::string& agent_snapshot_id);
   // The fencing mark of a volume: (uid, generation).
   std::optional<agent_api::Fence> MarkOf(const std::string& agent_volume_id);
 
@@ -108,9 +117,11 @@ class FakeAgent : public AgentClient {
   std::vector<agent_api::CreateVolumeRequest> creates_;
 
   std::string boot_epoch_ = "epoch-1";
-  std::map<std::string, agent_api::Export> exports_;  // Key() -> export
-  std::map<std::string, agent_api::Fence> marks_;     // agent volume id -> mark
-  std::map<std::string, agent_api::Volume> volumes_;  // agent volume id -> volume
+  std::map<std::string, agent_api::Export> exports_;      // Key() -> export
+  std::map<std::string, agent_api::Fence> marks_;         // agent volume id -> mark
+  std::map<std::string, agent_api::Volume> volumes_;      // agent volume id -> volume
+  std::map<std::string, agent_api::Snapshot> snapshots_;  // agent snapshot id -> snapshot
+  int64_t clock_nanos_ = 1'700'000'000'000'000'000;
   std::vector<agent_api::Pool> pools_;
 };
 

@@ -148,7 +148,7 @@ TEST(EnsureCrdsTest, CreatesWhatIsAbsentLeavesWhatIsThereAndWaitsForEstablished)
   server.crds["pillarnodes.pillar-csi.bhyoo.com"] = {{"metadata", {{"name", "mine"}}}};
   auto r = store::EnsureCrds(server, std::chrono::seconds(10), std::chrono::milliseconds(1));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(r->created.size(), 2u);
+  EXPECT_EQ(r->created.size(), 3u);
   EXPECT_THAT(r->present, ::testing::ElementsAre("pillarnodes.pillar-csi.bhyoo.com"));
   EXPECT_EQ(server.crds["pillarnodes.pillar-csi.bhyoo.com"]["metadata"]["name"], "mine");
   EXPECT_EQ(server.crds.at("pillarvolumestates.pillar-csi.bhyoo.com")["spec"]["group"],

@@ -109,7 +109,7 @@ std::optional<EventType> EventTypeOf(const std::string& type) {
 
 KubeStoreOptions PillarKubeOptions() {
   KubeStoreOptions o;
-  for (const char* kind : {api::kKindVolume, api::kKindAgent, api::kKindNode}) {
+  for (const char* kind : {api::kKindVolume, api::kKindAgent, api::kKindNode, api::kKindSnapshot}) {
     const api::ResourceNames* names = api::FindResource(kind);
     o.kinds[kind] = {api::kGroup, api::kVersion, names != nullptr ? names->plural : ""};
   }

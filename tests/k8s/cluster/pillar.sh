@@ -23,7 +23,7 @@ pillar_dump() {
   mkdir -p "$d"
   kubectl get events -A --sort-by=.lastTimestamp >"$d/events.txt" 2>&1
   kubectl get pods,pvc,pv,volumeattachments -A -o wide >"$d/objects.txt" 2>&1
-  kubectl get pvst,pillarnodes,pillaragents -o yaml >"$d/pillar-objects.yaml" 2>&1
+  kubectl get pvst,pillarnodes,pillaragents,pillarsnapshots -o yaml >"$d/pillar-objects.yaml" 2>&1
   for p in $(kubectl -n "$NS" get pods -o name 2>/dev/null); do
     for c in $(kubectl -n "$NS" get "$p" -o jsonpath='{.spec.containers[*].name}' 2>/dev/null); do
       kubectl -n "$NS" logs "$p" -c "$c" >"$d/${p#pod/}.$c.log" 2>&1

@@ -673,7 +673,7 @@ if kubectl apply --server-side --field-manager=pillar-chart-test -f "$chart/crds
 else
   fail "the chart's CRDs accepted by server-side apply" "$(cat "$W/apply.out")"
 fi
-for crd in pillarvolumestates pillaragents pillarnodes; do
+for crd in pillarvolumestates pillaragents pillarnodes pillarsnapshots; do
   if kubectl wait --for=condition=Established "crd/$crd.$DRIVER" --timeout=60s >/dev/null 2>&1; then
     ok "$crd established"
   else

@@ -32,7 +32,7 @@ else
   fail "CRDs accepted by server-side apply" "$(cat "$W/apply.out")"
   finish
 fi
-for crd in pillarvolumestates pillaragents pillarnodes; do
+for crd in pillarvolumestates pillaragents pillarnodes pillarsnapshots; do
   if kc wait --for=condition=Established "crd/$crd.pillar-csi.bhyoo.com" --timeout=60s >/dev/null; then
     ok "$crd established"
   else

@@ -58,7 +58,7 @@ else
   finish
 fi
 n=0
-for crd in pillarvolumestates pillaragents pillarnodes; do
+for crd in pillarvolumestates pillaragents pillarnodes pillarsnapshots; do
   [[ $(kubectl get crd "$crd.pillar-csi.bhyoo.com" -o jsonpath='{.status.conditions[?(@.type=="Established")].status}') == True ]] && n=$((n + 1))
 done
 if ((n == 3)); then ok "the controller installed pillar's three CRDs"; else fail "CRDs installed" "$n of 3 Established"; fi
