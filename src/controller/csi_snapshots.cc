@@ -180,7 +180,7 @@ Status CsiController::DoCreateSnapshot(const csi::v1::CreateSnapshotRequest& req
                                         taken->ready_to_use ? "True" : "False", api::kReasonCreated,
                                         taken->ready_to_use ? "the agent holds the snapshot"
                                                             : "the agent is still completing it",
-                                        "", 0},
+                                        "", obj.generation},
                                        FormatRfc3339(clock_.Now()));
                      return Status::Ok();
                    }));
@@ -293,11 +293,14 @@ StatusOr<CsiController::ResolvedSource> CsiController::ResolveSource(
       return Unavailable(what + " is not taken yet: the agent has not confirmed it");
     }
     if (!snap.status.ready_to_use) {
-      return Unavailable(what + " is not ready to use: " + [&] {
-        const api::Condition* c =
-            api::FindCondition(snap.status.conditions, api::kCondSnapshotReady);
-        return c == nullptr ? std::string("no condition yet") : c->reason + ": " + c->message;
-      }());
+      const api::Condition* c = api::FindCondition(snap.status.conditions, api::kCondSnapshotReady);
+      std::string why =
+          c == nullptr ? std::string("no condition yet") : c->reason + ": " + c->message;
+      // Gone from the storage: no retry brings it back.
+      if (c != nullptr && c->reason == api::kReasonSnapshotMissing) {
+        return NotFound(what + " is not on its agent any more: " + why);
+      }
+      return Unavailable(what + " is not ready to use: " + why);
     }
     agent_ref = snap.spec.agent_ref;
     agent_id = snap.spec.agent_snapshot_id;

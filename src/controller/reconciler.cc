@@ -64,7 +64,8 @@ ExportReconciler::~ExportReconciler() { Stop(); }
 
 Status ExportReconciler::Start() {
   cache_ = std::make_unique<store::StoreCache>(
-      store_, std::vector<std::string>{api::kKindVolume, api::kKindNode, api::kKindAgent});
+      store_, std::vector<std::string>{api::kKindVolume, api::kKindNode, api::kKindAgent,
+                                       api::kKindSnapshot});
   auto own = [this](const std::string& key, const store::Object& o) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = own_writes_.find(key);
@@ -303,10 +304,13 @@ void ExportReconciler::ResyncLoop() {
       if (stopping_) return;
     }
     ResyncStats stats = ResyncAll();
+    SnapshotResyncStats snaps = ResyncSnapshots();
     log::Debug("resync done", {{"agents", stats.agents},
                                {"volumes", stats.volumes},
                                {"drifted", stats.drifted},
-                               {"statusWrites", stats.status_writes}});
+                               {"statusWrites", stats.status_writes},
+                               {"snapshots", snaps.snapshots},
+                               {"snapshotWrites", snaps.status_writes}});
   }
 }
 
@@ -624,6 +628,117 @@ ResyncStats ExportReconciler::ResyncAll() {
     by_agent[agent_ref].push_back(std::move(obj));
   }
   for (const auto& [agent_ref, vols] : by_agent) ResyncAgent(agent_ref, vols, stats);
+  return stats;
+}
+
+SnapshotResyncStats ExportReconciler::ResyncSnapshots() {
+  SnapshotResyncStats stats;
+  auto list = ReadAll(api::kKindSnapshot);
+  if (!list.ok()) {
+    log::Warn("resync: cannot list snapshots", {{"error", list.status().ToString()}});
+    return stats;
+  }
+  std::map<std::string, std::vector<std::pair<store::Object, api::SnapshotRecord>>> by_agent;
+  for (const auto& obj : *list) {
+    auto r = api::LoadSnapshot(obj);
+    if (!r.ok()) continue;
+    by_agent[r->spec.agent_ref].emplace_back(obj, std::move(*r));
+  }
+  const std::string now = FormatRfc3339(clock_.Now());
+  for (auto& [agent_ref, records] : by_agent) {
+    auto agent = Agent(agent_ref);
+    StatusOr<std::vector<agent_api::Snapshot>> held =
+        agent.ok() ? WithAgentSlot(agent_ref, [&] { return agent->client->ListSnapshots(""); })
+                   : StatusOr<std::vector<agent_api::Snapshot>>(agent.status());
+    std::map<std::string, agent_api::Snapshot> by_id;
+    if (held.ok()) {
+      for (auto& s : *held) by_id[s.agent_snapshot_id] = std::move(s);
+    }
+    for (auto& [obj, rec] : records) {
+      stats.snapshots++;
+      if (rec.status.deleting || rec.meta.deletion_timestamp) {
+        if (!agent.ok()) continue;
+        Status deleted = WithAgentSlot(agent_ref, [&] {
+          return agent->client->DeleteSnapshot({rec.spec.agent_snapshot_id, obj.uid});
+        });
+        if (!deleted.ok()) continue;
+        Status dropped =
+            store_.Delete(api::kKindSnapshot, obj.name, {obj.uid, obj.resource_version});
+        if (dropped.ok()) {
+          stats.deletes_finished++;
+          log::Info("finished a snapshot delete", {{"snapshot", obj.name}});
+        }
+        continue;
+      }
+      if (!api::SnapshotConfirmed(rec.status)) {
+        // Left alone while a create may still be under way; reaped (with
+        // whatever of its lifecycle the agent holds) once abandoned.
+        auto created = ParseRfc3339(obj.creation_timestamp);
+        if (!agent.ok() || !created || clock_.Now() - *created <= options_.abandoned_create_ttl) {
+          continue;
+        }
+        Status deleted = WithAgentSlot(agent_ref, [&] {
+          return agent->client->DeleteSnapshot({rec.spec.agent_snapshot_id, obj.uid});
+        });
+        if (!deleted.ok() && deleted.code() != Code::kFailedPrecondition) continue;
+        if (store_.Delete(api::kKindSnapshot, obj.name, {obj.uid, obj.resource_version}).ok()) {
+          stats.reaped++;
+          log::Warn("removed the record of a snapshot create that never completed",
+                    {{"snapshot", obj.name}, {"uid", obj.uid}});
+        }
+        continue;
+      }
+      api::SnapshotStatus next = rec.status;
+      api::Condition cond{api::kCondSnapshotReady,        "True", api::kReasonCreated,
+                          "the agent holds the snapshot", "",     obj.generation};
+      if (!held.ok()) {
+        cond = {api::kCondSnapshotReady,
+                "Unknown",
+                api::kReasonAgentUnavailable,
+                "agent " + agent_ref + " cannot be asked: " + held.status().message(),
+                "",
+                obj.generation};
+      } else if (auto it = by_id.find(rec.spec.agent_snapshot_id);
+                 it == by_id.end() || it->second.owner_uid != obj.uid) {
+        cond = {api::kCondSnapshotReady,
+                "False",
+                api::kReasonSnapshotMissing,
+                it == by_id.end()
+                    ? "agent " + agent_ref + " has no snapshot " + rec.spec.agent_snapshot_id
+                    : rec.spec.agent_snapshot_id + " is marked for lifecycle " +
+                          it->second.owner_uid + ", not this record's",
+                "",
+                obj.generation};
+        next.ready_to_use = false;
+      } else {
+        next.ready_to_use = it->second.ready_to_use;
+        next.used_bytes = it->second.used_bytes;
+        if (!it->second.ready_to_use) {
+          cond = {api::kCondSnapshotReady,
+                  "False",
+                  api::kReasonCreated,
+                  "the agent is still completing it",
+                  "",
+                  obj.generation};
+        }
+      }
+      bool changed = api::SetCondition(next.conditions, cond, now);
+      if (!changed && next == rec.status) continue;
+      store::Object write = obj;
+      nlohmann::json merged = obj.status.is_object() ? obj.status : nlohmann::json::object();
+      nlohmann::json modeled = api::ToJson(next);
+      for (auto& [k, v] : modeled.items()) merged[k] = v;
+      write.status = std::move(merged);
+      auto w = store_.UpdateStatus(write);
+      if (w.ok()) {
+        stats.status_writes++;
+        if (cond.status != "True") {
+          log::Warn("snapshot not ready",
+                    {{"snapshot", obj.name}, {"reason", cond.reason}, {"message", cond.message}});
+        }
+      }
+    }
+  }
   return stats;
 }
 

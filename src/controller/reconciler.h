@@ -76,6 +76,13 @@ struct ResyncStats {
   int status_writes = 0;
 };
 
+struct SnapshotResyncStats {
+  int snapshots = 0;
+  int status_writes = 0;
+  int deletes_finished = 0;  // records marked deleting whose agent delete completed here
+  int reaped = 0;            // unconfirmed creates past abandoned_create_ttl
+};
+
 class ExportReconciler {
  public:
   ExportReconciler(store::Store& store, AgentDirectory& agents, Clock& clock,
@@ -94,6 +101,13 @@ class ExportReconciler {
   // volume, an apply only where something drifted, a status write only where
   // the condition changed.
   ResyncStats ResyncAll();
+
+  // One pass over every PillarSnapshot: one ListSnapshots per agent; the
+  // Ready condition says whether the agent still holds each (SnapshotMissing
+  // when not, AgentUnavailable when it cannot be asked); a delete the CO
+  // left half done (marked deleting) is finished; a create never confirmed
+  // is reaped after abandoned_create_ttl. Status written only on change.
+  SnapshotResyncStats ResyncSnapshots();
 
   // Checks every agent's boot epoch; an agent whose epoch changed (restart,
   // reboot, module reload) is resynced at once. Returns whether some agent

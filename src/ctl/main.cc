@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <thread>
 
 #include "api/convert.h"
@@ -70,6 +71,89 @@ int GetVolumes(store::Store& store, bool json_out) {
   return 0;
 }
 
+std::string OriginOf(const api::VolumeSpec& spec) {
+  if (!spec.content_source) return "-";
+  const api::ContentSource& c = *spec.content_source;
+  std::string from = c.snapshot_id.empty() ? "volume " + c.volume_id : "snapshot " + c.snapshot_id;
+  return from + (c.detached ? " (detached copy)" : "");
+}
+
+std::string SnapshotSummary(const api::SnapshotStatus& status) {
+  if (status.deleting) return "Deleting";
+  const api::Condition* c = api::FindCondition(status.conditions, api::kCondSnapshotReady);
+  if (c == nullptr) return "Unknown";
+  return c->status + "/" + c->reason;
+}
+
+int GetSnapshots(store::Store& store, bool json_out) {
+  auto list = store.List(api::kKindSnapshot);
+  if (!list.ok()) return Fail(list.status());
+  if (json_out) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (const auto& o : list->items) arr.push_back(store::ToJson(o));
+    std::cout << arr.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << Pad("NAME", 40) << Pad("SOURCE", 40) << Pad("AGENT", 14) << Pad("SIZE", 14)
+            << "READY\n";
+  for (const auto& o : list->items) {
+    auto r = api::LoadSnapshot(o);
+    if (!r.ok()) {
+      std::cout << Pad(o.name, 40) << "malformed: " << r.status().message() << "\n";
+      continue;
+    }
+    std::cout << Pad(o.name, 40) << Pad(r->spec.source_volume_id, 40) << Pad(r->spec.agent_ref, 14)
+              << Pad(std::to_string(r->status.size_bytes), 14) << SnapshotSummary(r->status)
+              << "\n";
+  }
+  return 0;
+}
+
+int DescribeSnapshot(store::Store& store, const std::string& name, bool json_out) {
+  auto o = store.Get(api::kKindSnapshot, name);
+  if (!o.ok()) return Fail(o.status());
+  if (json_out) {
+    std::cout << store::ToJson(*o).dump(2) << "\n";
+    return 0;
+  }
+  auto r = api::LoadSnapshot(*o);
+  if (!r.ok()) {
+    std::cout << "Name:            " << o->name << "\n"
+              << "Malformed:       " << r.status().message() << "\n"
+              << store::ToJson(*o).dump(2) << "\n";
+    return 1;
+  }
+  std::cout << "Name:            " << o->name << "\n"
+            << "UID:             " << o->uid << "\n"
+            << "Agent:           " << r->spec.agent_ref << "\n"
+            << "AgentSnapshotID: " << r->spec.agent_snapshot_id << "\n"
+            << "Source:          " << r->spec.source_volume_id << " (uid "
+            << r->spec.source_volume_uid << ")\n"
+            << "VolumeMode:      " << r->spec.volume_mode << "\n"
+            << "ReadyToUse:      " << (r->status.ready_to_use ? "true" : "false") << "\n"
+            << "SizeBytes:       " << r->status.size_bytes << "\n"
+            << "UsedBytes:       " << r->status.used_bytes << "\n"
+            << "Backend:         " << r->status.backend << (r->status.detached ? " (detached)" : "")
+            << "\n"
+            << "Deleting:        " << (r->status.deleting ? "true" : "false") << "\n"
+            << "Conditions:\n";
+  for (const auto& c : r->status.conditions) {
+    std::cout << "  " << c.type << "=" << c.status << " reason=" << c.reason << " since "
+              << c.last_transition_time << "\n    " << c.message << "\n";
+  }
+  // The volumes made from it.
+  auto vols = store.List(api::kKindVolume);
+  if (vols.ok()) {
+    for (const auto& vo : vols->items) {
+      auto v = api::LoadVolume(vo);
+      if (v.ok() && v->spec.content_source && v->spec.content_source->snapshot_id == name) {
+        std::cout << "RestoredInto:    " << vo.name << "\n";
+      }
+    }
+  }
+  return 0;
+}
+
 int DescribeVolume(store::Store& store, const std::string& name, bool json_out) {
   auto o = store.Get(api::kKindVolume, name);
   if (!o.ok()) return Fail(o.status());
@@ -94,6 +178,7 @@ int DescribeVolume(store::Store& store, const std::string& name, bool json_out) 
             << "Agent:                 " << v->spec.agent_ref << "\n"
             << "AgentVolumeID:         " << v->spec.agent_volume_id << "\n"
             << "Protocol:              " << ProtocolName(v->spec.protocol) << "\n"
+            << "Origin:                " << OriginOf(v->spec) << "\n"
             << "ExportSpec:            "
             << (v->status.export_spec ? api::ToJson(*v->status.export_spec).dump() : "<absent>")
             << "\n"
@@ -108,6 +193,84 @@ int DescribeVolume(store::Store& store, const std::string& name, bool json_out) 
               << c.last_transition_time << "\n    " << c.message << "\n";
   }
   return 0;
+}
+
+// Recorded snapshots against what each agent holds: a recorded snapshot the
+// agent lacks (or holds for another lifecycle), and a pillar-marked snapshot
+// no record names. Returns how many differ.
+int SnapshotDrift(store::Store& store, AgentDirectory& agents) {
+  auto list = store.List(api::kKindSnapshot);
+  if (!list.ok()) {
+    std::cout << "snapshots: cannot list: " << list.status().message() << "\n";
+    return 1;
+  }
+  std::map<std::string, std::vector<api::SnapshotRecord>> by_agent;
+  int drifted = 0;
+  for (const auto& o : list->items) {
+    auto r = api::LoadSnapshot(o);
+    if (!r.ok()) {
+      std::cout << "snapshot " << o.name << ": recorded state malformed: " << r.status().message()
+                << "\n";
+      ++drifted;
+      continue;
+    }
+    by_agent[r->spec.agent_ref].push_back(*r);
+  }
+  // Agents with no recorded snapshot may still hold orphans.
+  auto agent_list = store.List(api::kKindAgent);
+  if (agent_list.ok()) {
+    for (const auto& a : agent_list->items) by_agent[a.name];
+  }
+  for (const auto& [agent_ref, records] : by_agent) {
+    auto agent_obj = store.Get(api::kKindAgent, agent_ref);
+    auto rec = agent_obj.ok() ? api::LoadAgent(*agent_obj)
+                              : StatusOr<api::AgentRecord>(agent_obj.status());
+    auto client = rec.ok()
+                      ? agents.Client(agent_ref, {rec->address, rec->port, rec->tls_server_name})
+                      : StatusOr<std::shared_ptr<AgentClient>>(rec.status());
+    auto held = client.ok() ? (*client)->ListSnapshots("")
+                            : StatusOr<std::vector<agent_api::Snapshot>>(client.status());
+    if (!held.ok()) {
+      if (records.empty()) continue;
+      std::cout << "agent " << agent_ref << ": cannot list snapshots: " << held.status().message()
+                << "\n";
+      ++drifted;
+      continue;
+    }
+    std::map<std::string, const agent_api::Snapshot*> by_id;
+    for (const auto& s : *held) by_id[s.agent_snapshot_id] = &s;
+    std::set<std::string> recorded;
+    for (const auto& r : records) {
+      recorded.insert(r.spec.agent_snapshot_id);
+      auto it = by_id.find(r.spec.agent_snapshot_id);
+      if (r.status.deleting) {
+        std::cout << "snapshot " << r.meta.name << ": being deleted"
+                  << (it == by_id.end() ? "" : " (the agent still lists it)") << "\n";
+        continue;
+      }
+      if (it == by_id.end()) {
+        std::cout << "snapshot " << r.meta.name << ": DRIFT\n  - agent " << agent_ref
+                  << " has no snapshot " << r.spec.agent_snapshot_id << "\n";
+        ++drifted;
+      } else if (it->second->owner_uid != r.meta.uid) {
+        std::cout << "snapshot " << r.meta.name << ": DRIFT\n  - " << r.spec.agent_snapshot_id
+                  << " is marked for lifecycle " << it->second->owner_uid << ", not " << r.meta.uid
+                  << "\n";
+        ++drifted;
+      } else {
+        std::cout << "snapshot " << r.meta.name << ": in sync (" << it->second->size_bytes
+                  << " bytes)\n";
+      }
+    }
+    for (const auto& s : *held) {
+      if (recorded.count(s.agent_snapshot_id) == 0 && !s.owner_uid.empty()) {
+        std::cout << "agent " << agent_ref << ": DRIFT\n  - snapshot " << s.agent_snapshot_id
+                  << " (lifecycle " << s.owner_uid << ") has no PillarSnapshot\n";
+        ++drifted;
+      }
+    }
+  }
+  return drifted;
 }
 
 int Drift(store::Store& store, AgentDirectory& agents, const std::string& only) {
@@ -162,6 +325,7 @@ int Drift(store::Store& store, AgentDirectory& agents, const std::string& only) 
       for (const auto& d : diff) std::cout << "  - " << d << "\n";
     }
   }
+  if (only.empty()) drifted += SnapshotDrift(store, agents);
   return drifted == 0 ? 0 : 3;
 }
 
@@ -309,12 +473,16 @@ int Run(int argc, char** argv) {
   auto* get = app.add_subcommand("get", "list objects");
   get->require_subcommand(1);
   get->add_subcommand("volumes", "list PillarVolumeStates");
+  get->add_subcommand("snapshots", "list PillarSnapshots");
   auto* describe = app.add_subcommand("describe", "show one object");
   std::string describe_name;
   auto* describe_volume = describe->add_subcommand("volume", "one PillarVolumeState");
   describe_volume->add_option("NAME", describe_name)->required();
+  auto* describe_snapshot = describe->add_subcommand("snapshot", "one PillarSnapshot");
+  describe_snapshot->add_option("NAME", describe_name)->required();
   describe->require_subcommand(1);
-  auto* drift = app.add_subcommand("drift", "desired vs actual export per volume");
+  auto* drift = app.add_subcommand(
+      "drift", "desired vs actual export per volume, and recorded vs held snapshots");
   std::string drift_name;
   drift->add_option("VOLUME", drift_name, "only this volume");
   auto* repair = app.add_subcommand("repair", "guided repairs");
@@ -386,7 +554,9 @@ int Run(int argc, char** argv) {
   if (!opened.ok()) return Fail(opened.status());
   store::Store& store = **opened;
   if (get->got_subcommand("volumes")) return GetVolumes(store, json_out);
+  if (get->got_subcommand("snapshots")) return GetSnapshots(store, json_out);
   if (describe_volume->parsed()) return DescribeVolume(store, describe_name, json_out);
+  if (describe_snapshot->parsed()) return DescribeSnapshot(store, describe_name, json_out);
   if (drift->parsed()) {
     if (tls.insecure) std::cerr << "pillarctl: INSECURE: agents are called without TLS\n";
     GrpcAgentDirectory agents(tls);

@@ -339,5 +339,52 @@ TEST_F(CsiSnapshotTest, CloneCopiesAVolumeOfTheSamePoolAndAccessType) {
   EXPECT_EQ(MakeVolume(as_mount).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 }
 
+// The reconciler knows snapshots: one that left the storage is SnapshotMissing
+// (not ready, not restorable), an unreachable agent is AgentUnavailable, a
+// delete the CO left half done is finished.
+TEST_F(CsiSnapshotTest, TheResyncReportsWhatTheAgentHoldsAndFinishesWhatWasLeftHalfDone) {
+  ASSERT_TRUE(MakeVolume(VolumeRequest("pvc-a", kGiB)).ok());
+  for (const char* n : {"snap-1", "snap-2", "snap-3"}) ASSERT_TRUE(Snap(n, "pvc-a").ok());
+
+  SnapshotResyncStats stats = reconciler_->ResyncSnapshots();
+  EXPECT_EQ(stats.snapshots, 3);
+  EXPECT_EQ(stats.status_writes, 0) << "nothing changed, nothing written";
+
+  agent_->DropSnapshot("tank/snap-1");  // removed by hand on the storage node
+  stats = reconciler_->ResyncSnapshots();
+  EXPECT_EQ(stats.status_writes, 1);
+  auto missing = SnapshotRecord("snap-1");
+  EXPECT_FALSE(missing.status.ready_to_use);
+  const api::Condition* c = api::FindCondition(missing.status.conditions, api::kCondSnapshotReady);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->status + "/" + c->reason, "False/SnapshotMissing");
+  EXPECT_THAT(c->message, HasSubstr("tank/snap-1"));
+  auto restore = VolumeRequest("pvc-r", kGiB);
+  restore.mutable_volume_content_source()->mutable_snapshot()->set_snapshot_id("snap-1");
+  EXPECT_EQ(MakeVolume(restore).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(reconciler_->ResyncSnapshots().status_writes, 0) << "written once, on the change";
+
+  agent_->FailWith(AgentCall::kListSnapshots, Unavailable("agent unreachable"));
+  reconciler_->ResyncSnapshots();
+  auto cond_of = [&](const std::string& id) {
+    auto rec = SnapshotRecord(id);
+    const api::Condition* r = api::FindCondition(rec.status.conditions, api::kCondSnapshotReady);
+    return r == nullptr ? std::string("none") : r->status + "/" + r->reason;
+  };
+  EXPECT_EQ(cond_of("snap-2"), "Unknown/AgentUnavailable");
+  agent_->ClearFailure(AgentCall::kListSnapshots);
+  reconciler_->ResyncSnapshots();
+  EXPECT_EQ(cond_of("snap-2"), "True/Created");
+
+  // A delete whose agent call failed, never retried by the CO: finished.
+  agent_->FailWith(AgentCall::kDeleteSnapshot, Unavailable("agent unreachable"));
+  EXPECT_FALSE(DeleteSnap("snap-3").ok());
+  agent_->ClearFailure(AgentCall::kDeleteSnapshot);
+  stats = reconciler_->ResyncSnapshots();
+  EXPECT_EQ(stats.deletes_finished, 1);
+  EXPECT_EQ(store().Get(api::kKindSnapshot, "snap-3").status().code(), Code::kNotFound);
+  EXPECT_FALSE(agent_->SnapshotOf("tank/snap-3").has_value());
+}
+
 }  // namespace
 }  // namespace pillar::controller::testing
