@@ -654,7 +654,10 @@ SnapshotResyncStats ExportReconciler::ResyncSnapshots() {
     if (held.ok()) {
       for (auto& s : *held) by_id[s.agent_snapshot_id] = std::move(s);
     }
-    for (auto& [obj, rec] : records) {
+    for (auto& entry : records) {
+      // Named, not a structured binding: the agent calls below capture them.
+      const store::Object& obj = entry.first;
+      const api::SnapshotRecord& rec = entry.second;
       stats.snapshots++;
       if (rec.status.deleting || rec.meta.deletion_timestamp) {
         if (!agent.ok()) continue;
