@@ -55,9 +55,9 @@ ZFS_DS=$ZPOOL/pillar           # ... and the agent's pool, its dataset
 # $ZFS_DS; "sN@lvm-thin" puts block volumes on $THIN_VG (NFS stays on the
 # file pool: lvm-thin has no file systems). s8, s9 and s10 test properties of
 # the file pool and of thick LVM themselves and run on today's pools only.
-BASE_SCENARIOS="s1 s2 s3 s4 s5 s6 s7 s8 s9 s10 s11 s12 s13 s14"
+BASE_SCENARIOS="s1 s2 s3 s4 s5 s6 s7 s8 s9 s10 s11 s12 s13 s14 s15"
 POOL_PROFILES="zfs lvm-thin"
-ANY_POOL="s1 s2 s3 s4 s5 s6 s7 s11 s12 s13 s14"
+ANY_POOL="s1 s2 s3 s4 s5 s6 s7 s11 s12 s13 s14 s15"
 SCENARIOS="$BASE_SCENARIOS"
 for _p in $POOL_PROFILES; do
   for _id in $ANY_POOL; do SCENARIOS+=" $_id@$_p"; done
@@ -224,7 +224,7 @@ cap_json() { # KIND: nvme-fs | block | nfs
   esac
 }
 
-declare -A V_CAP V_CTX
+declare -A V_CAP V_CTX V_BYTES
 # create VOL PROTOCOL KIND POOL [EXTRA_PARAMS_JSON_FRAGMENT]
 create() {
   local vol="$1" proto="$2" kind="$3" pool="$4" extra="${5:-}" cap req resp
@@ -236,6 +236,7 @@ create() {
   resp="$(ctl CreateVolume "$req")" || fail "CreateVolume $vol"
   V_CAP[$vol]="$cap"
   V_CTX[$vol]="$(jq -c '.volume.volumeContext' <<<"$resp")"
+  V_BYTES[$vol]="$(jq -r '.volume.capacityBytes' <<<"$resp")"
   step "created $vol ($proto, $kind, pool $pool): $(jq -c . <<<"${V_CTX[$vol]}")"
 }
 
@@ -1718,6 +1719,74 @@ s14() {
   delete s14-nfs
 }
 
+# 15. The backend's own view of sizes, on the pool itself: CreateVolume's and
+#     ControllerExpandVolume's capacity is what the pool made (blockdev of the
+#     LV or zvol, the image file, the dataset's refquota), an odd size is
+#     rounded up, never down; GetCapacity is what the pool has (zfs get
+#     available, the thin pool's size less its data_percent, the VG's free
+#     space, the file system's); DeleteVolume leaves nothing of the volume.
+
+# backend_bytes VOL: the volume's size as the storage guest's own tools say.
+backend_bytes() {
+  local id
+  id="$(vctx "$1" agentVolumeID)"
+  case "$id" in
+    "$ZFS_DS"/*) vm_sh storage 'zfs get -Hp -o value volsize,refquota "$1" | grep -v "^-$"' "$id" ;;
+    demo/*) vm_exec storage stat -c %s "$(backing "$1")" ;;
+    *) vm_exec storage blockdev --getsize64 "$(backing "$1")" ;;
+  esac
+}
+# pool_free POOL: the bytes the pool has left, as its own tools say.
+pool_free() {
+  case "$1" in
+    "$ZFS_DS") vm_exec storage zfs get -Hp -o value available "$1" ;;
+    "$THIN_VG") vm_sh storage 'lvs --noheadings --units b --nosuffix -o lv_size,data_percent "$1" |
+        awk "{ printf \"%d\n\", \$1 - \$1 * \$2 / 100 }"' "$THIN_VG/$THIN_POOL" ;;
+    "$VG") vm_exec storage vgs --noheadings --units b --nosuffix -o vg_free "$1" | tr -d ' ' ;;
+    demo) vm_sh storage 'echo $(($(stat -f -c "%a * %S" "$1")))' "$POOL_DIR" ;;
+  esac
+}
+s15_expand() { # VOL BYTES: prints the capacity ControllerExpandVolume answers
+  ctl ControllerExpandVolume "$(jq -cn --arg v "$1" --arg b "$2" '{volumeId:$v, capacityRange:{requiredBytes:$b}}')" |
+    jq -r '.capacityBytes'
+}
+s15() {
+  local vol pool got want free cap odd=$((96 * 1048576 + 1))
+  for vol in s15-blk s15-nfs; do
+    if [[ $vol == s15-blk ]]; then
+      pool=$POOL_BLOCK
+      create "$vol" iscsi block "$pool"
+    else
+      pool=$POOL_NFS
+      [[ $pool == demo ]] && continue # the file pool records no size for a directory
+      create "$vol" nfs nfs "$pool"
+    fi
+    got="$(backend_bytes "$vol")" || fail "$vol: the backend's size"
+    [[ "$got" == "${V_BYTES[$vol]}" && "$got" -ge 67108864 ]] ||
+      fail "$vol: CreateVolume says ${V_BYTES[$vol]} bytes, the pool has $got (asked 67108864)"
+    step "$vol: created with $got bytes, as the pool says"
+    want="$(s15_expand "$vol" "$odd")" || fail "ControllerExpandVolume $vol"
+    got="$(backend_bytes "$vol")" || fail "$vol: the backend's size"
+    [[ "$got" == "$want" && "$got" -ge "$odd" ]] ||
+      fail "$vol: ControllerExpandVolume to $odd says $want bytes, the pool has $got"
+    step "$vol: expanded to $got bytes (asked $odd), as the pool says"
+  done
+  cap="$(ctl GetCapacity "$(jq -cn --arg p "$POOL_BLOCK" '{parameters:{agent:"storage-1", pool:$p}}')" |
+    jq -r '.availableCapacity')" || fail "GetCapacity $POOL_BLOCK"
+  free="$(pool_free "$POOL_BLOCK")" || fail "the free space of $POOL_BLOCK"
+  # The pool is idle: allow 1 % (or 1 MiB) for metadata written in between.
+  local slack=$((free / 100 > 1048576 ? free / 100 : 1048576))
+  ((cap > 0 && cap - free <= slack && free - cap <= slack)) ||
+    fail "GetCapacity of $POOL_BLOCK says $cap bytes, the pool has $free free"
+  step "GetCapacity of $POOL_BLOCK: $cap bytes, the pool says $free"
+  for vol in s15-blk s15-nfs; do
+    [[ -n "${V_BYTES[$vol]:-}" ]] || continue
+    delete "$vol"
+    if backend_bytes "$vol" >/dev/null 2>&1; then fail "$vol: still in the pool after DeleteVolume"; fi
+  done
+  step "deleted: nothing left in the pool"
+}
+
 # ------------------------------------------------------------------ main
 
 # E2E_ONLY must name scenarios that exist: a typo is an error, not "0 passed".
@@ -1753,7 +1822,7 @@ on_exit() {
 }
 
 # Scenarios that use consumer-a only; a run of just these boots two guests.
-ONE_CONSUMER="s8 s9 s10 s11 s12 s13 s14"
+ONE_CONSUMER="s8 s9 s10 s11 s12 s13 s14 s15"
 needs_consumer_b() {
   local id
   for id in $ONLY; do
@@ -1816,6 +1885,7 @@ main() {
   run_scenarios s12 "recovery timing: LIO wiped, agent restarted, under a writer" s12
   run_scenarios s13 "recovery timing: knfsd exports wiped with the agent up, under a reader" s13
   run_scenarios s14 "recovery timing: storage guest reboot under a writer (nvme, iscsi) and a reader (nfs)" s14
+  run_scenarios s15 "backend sizes: create, expand, capacity and delete as the pool sees them" s15
   # Last: it changes a consumer's address (and can leave pillar-node stuck).
   run_scenarios s4 "consumer IP change: NFS rule follows, other unpublish leaves it" s4
 
