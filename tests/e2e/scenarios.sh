@@ -62,9 +62,10 @@ SCENARIOS="$BASE_SCENARIOS"
 for _p in $POOL_PROFILES; do
   for _id in $ANY_POOL; do SCENARIOS+=" $_id@$_p"; done
 done
-# What CI runs (the README's test command): today's pools, plus s1 and s6 on
-# ZFS (zvols over NVMe-oF and iSCSI, datasets over NFS) and s1 on lvm-thin.
-DEFAULT_ONLY="$BASE_SCENARIOS s1@zfs s6@zfs s1@lvm-thin"
+# What CI runs (the README's test command): today's pools, plus s1 (zvols
+# over NVMe-oF and iSCSI, a dataset over NFS; thin LVs) and s15 (sizes,
+# properties, capacity) on ZFS and on lvm-thin: about 3 minutes more.
+DEFAULT_ONLY="$BASE_SCENARIOS s1@zfs s15@zfs s1@lvm-thin s15@lvm-thin"
 ONLY="${E2E_ONLY:-$DEFAULT_ONLY}"
 [[ "$ONLY" == all ]] && ONLY="$SCENARIOS"
 # The pools a scenario uses (use_pools sets them per profile).
@@ -1753,7 +1754,15 @@ s15_expand() { # VOL BYTES: prints the capacity ControllerExpandVolume answers
 s15() {
   local vol pool got want free cap odd=$((96 * 1048576 + 1))
   for vol in s15-blk s15-nfs; do
-    if [[ $vol == s15-blk ]]; then
+    if [[ $vol == s15-blk && $POOL_BLOCK == "$ZFS_DS" ]]; then
+      # The storage class's ZFS properties reach zfs create by their names.
+      pool=$POOL_BLOCK
+      create "$vol" iscsi block "$pool" '"backend.thin":"true","backend.volblocksize":"8K","backend.compression":"lz4"'
+      got="$(vm_exec storage zfs get -Hp -o value refreservation,volblocksize,compression,volmode "$ZFS_DS/$vol" | tr '\n' ' ')"
+      [[ "$got" == "0 8192 lz4 dev " ]] ||
+        fail "$vol: refreservation, volblocksize, compression, volmode are '$got', not '0 8192 lz4 dev'"
+      step "$vol: thin (no refreservation), volblocksize 8K, lz4, volmode=dev"
+    elif [[ $vol == s15-blk ]]; then
       pool=$POOL_BLOCK
       create "$vol" iscsi block "$pool"
     else
