@@ -1726,6 +1726,8 @@ s14() {
 #     rounded up, never down; GetCapacity is what the pool has (zfs get
 #     available, the thin pool's size less its data_percent, the VG's free
 #     space, the file system's); DeleteVolume leaves nothing of the volume.
+#     On ZFS, a local user of the storage node cannot write into a 0777
+#     dataset (the pool's mountpoint is kept private, as the file pool's is).
 
 # backend_bytes VOL: the volume's size as the storage guest's own tools say.
 backend_bytes() {
@@ -1780,6 +1782,15 @@ s15() {
       fail "$vol: ControllerExpandVolume to $odd says $want bytes, the pool has $got"
     step "$vol: expanded to $got bytes (asked $odd), as the pool says"
   done
+  if [[ -n "${V_BYTES[s15-nfs]:-}" ]]; then
+    # The dataset's root is 0777 (nfsRootMode's default): no local user of the
+    # storage node may reach it through the pool's mountpoint.
+    if vm_exec storage setpriv --reuid=65534 --regid=65534 --clear-groups \
+      touch "$(vctx s15-nfs targetID)/by-a-local-user" 2>/dev/null; then
+      fail "a local user of the storage node wrote into the 0777 dataset s15-nfs"
+    fi
+    step "a local user of the storage node cannot reach the 0777 dataset"
+  fi
   cap="$(ctl GetCapacity "$(jq -cn --arg p "$POOL_BLOCK" '{parameters:{agent:"storage-1", pool:$p}}')" |
     jq -r '.availableCapacity')" || fail "GetCapacity $POOL_BLOCK"
   free="$(pool_free "$POOL_BLOCK")" || fail "the free space of $POOL_BLOCK"

@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "agent/backends/backend_util.h"
+#include "common/log.h"
 #include "common/validate.h"
 
 namespace pillar::agent {
@@ -143,6 +144,7 @@ StatusOr<std::vector<ZfsRow>> ZfsBackend::ListRows() {
                     kQueryTimeout);
   ASSIGN_OR_RETURN(std::string out, backend_util::RunForOutput(exec_, cmd));
   std::vector<ZfsRow> rows;
+  std::string pool_mountpoint;  // zfs lists the parent first
   for (const std::string& line : Lines(out)) {
     std::vector<std::string> cols;
     size_t start = 0;
@@ -161,6 +163,7 @@ StatusOr<std::vector<ZfsRow>> ZfsBackend::ListRows() {
     const std::string& owner = cols[5];
     const std::string& pending = cols[6];
     if (full == dataset_) {  // the parent itself
+      if (cols[7].starts_with("/")) pool_mountpoint = cols[7];
       for (const auto& [property, value] :
            {std::pair{kOwnerProperty, owner}, std::pair{kRootPendingProperty, pending}}) {
         if (value == "-") continue;
@@ -177,6 +180,7 @@ StatusOr<std::vector<ZfsRow>> ZfsBackend::ListRows() {
     }
     ZfsRow row;
     row.name = full.substr(prefix.size());
+    row.pool_mountpoint = pool_mountpoint;
     // A name pillar could not have made (or could not address) is not a volume.
     if (!backend_util::CheckVolumeName(row.name).ok()) continue;
     if (owner != "-") {
@@ -375,7 +379,19 @@ StatusOr<std::string> ZfsBackend::DoExpose(const ZfsRow& row) {
   return device;
 }
 
+Status ZfsBackend::KeepPoolPrivate(const ZfsRow& row) {
+  const std::string& dir = row.pool_mountpoint;
+  if (dir.empty() || !fs_.Exists(dir)) return Status::Ok();
+  ASSIGN_OR_RETURN(mode_t mode, fs_.Mode(dir));
+  if ((mode & 077) == 0) return Status::Ok();
+  RETURN_IF_ERROR(fs_.Chmod(dir, mode & 07700));
+  log::Info("zfs pool mountpoint made private to root",
+            {{"pool", dataset_}, {"dir", dir}, {"wasMode", static_cast<unsigned>(mode)}});
+  return Status::Ok();
+}
+
 StatusOr<std::string> ZfsBackend::ExposeFilesystem(const ZfsRow& row) {
+  RETURN_IF_ERROR(KeepPoolPrivate(row));
   if (row.mountpoint.empty()) {
     return FailedPrecondition("volume " + Id(row.name) +
                               " has no mountpoint (legacy or none); nothing to export");
