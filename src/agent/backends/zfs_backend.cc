@@ -5,7 +5,6 @@
 #include <string_view>
 
 #include "agent/backends/backend_util.h"
-#include "common/log.h"
 #include "common/validate.h"
 
 namespace pillar::agent {
@@ -382,12 +381,7 @@ StatusOr<std::string> ZfsBackend::DoExpose(const ZfsRow& row) {
 Status ZfsBackend::KeepPoolPrivate(const ZfsRow& row) {
   const std::string& dir = row.pool_mountpoint;
   if (dir.empty() || !fs_.Exists(dir)) return Status::Ok();
-  ASSIGN_OR_RETURN(mode_t mode, fs_.Mode(dir));
-  if ((mode & 077) == 0) return Status::Ok();
-  RETURN_IF_ERROR(fs_.Chmod(dir, mode & 07700));
-  log::Info("zfs pool mountpoint made private to root",
-            {{"pool", dataset_}, {"dir", dir}, {"wasMode", static_cast<unsigned>(mode)}});
-  return Status::Ok();
+  return backend_util::KeepPrivateToRoot(fs_, dir, dataset_, "zfs pool mountpoint");
 }
 
 StatusOr<std::string> ZfsBackend::ExposeFilesystem(const ZfsRow& row) {
