@@ -15,6 +15,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 source "$E2E_DIR/deps.sh"
 # shellcheck source=nvme-auth-modules.sh
 source "$E2E_DIR/nvme-auth-modules.sh"
+# shellcheck source=zfs-modules.sh
+source "$E2E_DIR/zfs-modules.sh"
 
 FORCE=0
 [[ "${1:-}" == "--force" ]] && FORCE=1
@@ -112,6 +114,8 @@ main() {
   done
   # DH-HMAC-CHAP needs nvme modules built with in-band authentication.
   install_nvme_auth_modules "$kver" "$ROOT"
+  # ZFS pools: the modules of the zfsutils-linux version in the root.
+  install_zfs_modules "$kver" "$ROOT" "$mirror"
   depmod -b "$ROOT" "$kver"
 
   configure_root "$kver"
@@ -141,7 +145,7 @@ main() {
 # Stage 1: debootstrap + guest packages, cached separately (keyed by the
 # package list and BASE_VERSION) so that changes to the guest scripts or the
 # kernel only redo the fast second stage.
-BASE_VERSION=1
+BASE_VERSION=2
 build_base() {
   local mirror="$1" security="$2" key base t0=$SECONDS
   key="$( { printf 'base v%s %s\n' "$BASE_VERSION" "$SUITE"; e2e_guest_packages; } | sha256sum | cut -c1-16)"
@@ -161,9 +165,10 @@ build_base() {
     { tail -n 30 "$WORK/debootstrap.log" >&2; e2e_die "debootstrap failed"; }
   e2e_log "debootstrap done ($((SECONDS - t0)) s)"
   {
-    printf 'deb %s %s main\n' "$mirror" "$SUITE"
-    printf 'deb %s %s-updates main\n' "$mirror" "$SUITE"
-    if [[ -n "$security" ]]; then printf 'deb %s %s-security main\n' "$security" "$SUITE"; fi
+    # contrib: zfsutils-linux (its kernel modules come from zfs-modules.sh).
+    printf 'deb %s %s main contrib\n' "$mirror" "$SUITE"
+    printf 'deb %s %s-updates main contrib\n' "$mirror" "$SUITE"
+    if [[ -n "$security" ]]; then printf 'deb %s %s-security main contrib\n' "$security" "$SUITE"; fi
   } >"$broot/etc/apt/sources.list"
   # No service may start inside the chroot.
   printf '#!/bin/sh\nexit 101\n' >"$broot/usr/sbin/policy-rc.d"

@@ -36,13 +36,15 @@ e2e_guest_packages() {
 }
 
 # Cache key: package list + kernel (ABI name and package version) + every file
-# that shapes the image (this file, build-image.sh, nvme-auth-modules.sh, guest/*).
+# that shapes the image (this file, build-image.sh, nvme-auth-modules.sh,
+# zfs-modules.sh, guest/*).
 e2e_image_key() {
   local kver="$1"
   {
     e2e_guest_packages
     printf 'kernel %s %s\n' "$kver" "$(dpkg-query -W -f='${Version}' "linux-image-$kver" 2>/dev/null || echo unknown)"
-    cat "$E2E_DIR/common.sh" "$E2E_DIR/build-image.sh" "$E2E_DIR/nvme-auth-modules.sh"
+    cat "$E2E_DIR/common.sh" "$E2E_DIR/build-image.sh" "$E2E_DIR/nvme-auth-modules.sh" \
+      "$E2E_DIR/zfs-modules.sh"
     find "$E2E_DIR/guest" -type f -print0 | sort -z | xargs -0 cat
   } | sha256sum | cut -c1-16
 }
@@ -60,4 +62,22 @@ e2e_initrd_path() {
 # The uncompressed kernel extracted from /boot/vmlinuz (PVH boot), if any.
 e2e_vmlinux_path() {
   printf '%s.vmlinux\n' "${1%.raw}"
+}
+
+# e2e_cache_publish STAGED OUT WORK WHAT T0: makes the finished build STAGED
+# the cache entry OUT (atomically, by rename), drops WORK and every other
+# entry of OUT's kind (named alike up to the kernel version), logs how long
+# WHAT took since T0 ($SECONDS) and prints OUT.
+e2e_cache_publish() {
+  local staged="$1" out="$2" work="$3" what="$4" t0="$5" base="${2##*/}" kind f
+  kind="${out%/*}/${base%%-[0-9]*}"
+  : >"$staged/.done"
+  rm -rf "$out"
+  mv "$staged" "$out"
+  rm -rf "$work"
+  for f in "$kind"-[0-9]*; do
+    [[ -d "$f" && "$f" != "$out" ]] && rm -rf "$f"
+  done
+  e2e_log "$what: $(find "$out" -name '*.ko' | wc -l) modules in $((SECONDS - t0)) s: $out"
+  printf '%s\n' "$out"
 }

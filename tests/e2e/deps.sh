@@ -12,6 +12,7 @@ PILLAR_E2E_HOST_PKGS=(
   e2fsprogs            # mkfs.ext4 -d (image without loop mounts)
   xz-utils cpio        # kernel extraction (PVH boot), initramfs
   make gcc binutils    # the guest's nvme modules with in-band auth (nvme-auth-modules.sh)
+  libc6-dev file       # the guest's zfs modules (zfs-modules.sh: OpenZFS's configure)
   iproute2             # ss (free loopback UDP ports)
   coreutils util-linux procps
 )

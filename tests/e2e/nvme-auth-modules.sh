@@ -81,16 +81,7 @@ nvme_auth_modules() {
   done < <(find "$src" -name '*.ko')
   printf 'linux %s (%s): drivers/nvme rebuilt from linux-source-%s with CONFIG_NVME_AUTH=y CONFIG_NVME_TARGET_AUTH=y\n' \
     "$kver" "$pkgver" "$series" >"$staged/README"
-  : >"$staged/.done"
-  rm -rf "$out"
-  mv "$staged" "$out"
-  rm -rf "$work"
-  local f
-  for f in "$E2E_CACHE"/nvme-auth-*; do
-    [[ -d "$f" && "$f" != "$out" ]] && rm -rf "$f"
-  done
-  e2e_log "nvme auth modules: $(find "$out" -name '*.ko' | wc -l) modules in $((SECONDS - t0)) s: $out"
-  printf '%s\n' "$out"
+  e2e_cache_publish "$staged" "$out" "$work" "nvme auth modules" "$t0"
 }
 
 # Replaces the guest root's stock drivers/nvme modules with the ones above.

@@ -45,8 +45,31 @@ NODE_SOCK=unix:///run/pillar/node.sock
 STORE=/var/lib/pillar-csi/controller/store.db
 POOL_DIR=/var/lib/pillar-e2e/pool
 VG=pillarvg
-SCENARIOS="s1 s2 s3 s4 s5 s6 s7 s8 s9 s10 s11 s12 s13 s14"
-ONLY="${E2E_ONLY:-$SCENARIOS}"
+THIN_VG=pillarthin             # lvm-thin pool: VG on the second data disk ...
+THIN_POOL=thin0                # ... and its thin pool LV
+ZPOOL=tank                     # ZFS pool on the third data disk ...
+ZFS_DS=$ZPOOL/pillar           # ... and the agent's pool, its dataset
+# Pool profiles: where a scenario puts its volumes. "sN" runs on today's
+# pools (the file pool and thick LVM, as each scenario chose them);
+# "sN@zfs" puts block volumes on zvols and NFS volumes on datasets of
+# $ZFS_DS; "sN@lvm-thin" puts block volumes on $THIN_VG (NFS stays on the
+# file pool: lvm-thin has no file systems). s8, s9 and s10 test properties of
+# the file pool and of thick LVM themselves and run on today's pools only.
+BASE_SCENARIOS="s1 s2 s3 s4 s5 s6 s7 s8 s9 s10 s11 s12 s13 s14 s15"
+POOL_PROFILES="zfs lvm-thin"
+ANY_POOL="s1 s2 s3 s4 s5 s6 s7 s11 s12 s13 s14 s15"
+SCENARIOS="$BASE_SCENARIOS"
+for _p in $POOL_PROFILES; do
+  for _id in $ANY_POOL; do SCENARIOS+=" $_id@$_p"; done
+done
+# What CI runs (the README's test command): today's pools, plus s1 (zvols
+# over NVMe-oF and iSCSI, a dataset over NFS; thin LVs) and s15 (sizes,
+# properties, capacity) on ZFS and on lvm-thin: about 3 minutes more.
+DEFAULT_ONLY="$BASE_SCENARIOS s1@zfs s15@zfs s1@lvm-thin s15@lvm-thin"
+ONLY="${E2E_ONLY:-$DEFAULT_ONLY}"
+[[ "$ONLY" == all ]] && ONLY="$SCENARIOS"
+# The pools a scenario uses (use_pools sets them per profile).
+POOL_BLOCK=demo POOL_LV=$VG POOL_NFS=demo
 PASSED=0
 FAILED=0
 SC_T0=0
@@ -71,8 +94,30 @@ metric() {
 step() { echo "  [+$(e2e__ms_since "$SC_T0") ms] $*"; }
 fail() { echo "  FAILED: $*" >&2; return 1; }
 
-run_scenario() { # ID TITLE FUNCTION
-  local id="$1" title="$2" fn="$3" t0 rc=0
+use_pools() { # PROFILE: "" (today's pools), zfs, lvm-thin
+  case "$1" in
+    "") POOL_BLOCK=demo POOL_LV=$VG POOL_NFS=demo ;;
+    zfs) POOL_BLOCK=$ZFS_DS POOL_LV=$ZFS_DS POOL_NFS=$ZFS_DS ;;
+    lvm-thin) POOL_BLOCK=$THIN_VG POOL_LV=$THIN_VG POOL_NFS=demo ;;
+    *) fail "unknown pool profile '$1'" ;;
+  esac
+}
+
+# selected PROFILE: some selected scenario runs on that pool profile.
+selected() { [[ " $ONLY " == *"@$1 "* ]]; }
+
+# run_scenarios ID TITLE FUNCTION: the scenario on today's pools and on each
+# pool profile, as far as E2E_ONLY selects them.
+run_scenarios() {
+  local p
+  run_scenario "$1" "$2" "$3"
+  for p in $POOL_PROFILES; do
+    run_scenario "$1@$p" "$2 [$p]" "$3" "$p"
+  done
+}
+
+run_scenario() { # ID TITLE FUNCTION [POOL_PROFILE]
+  local id="$1" title="$2" fn="$3" profile="${4:-}" t0 rc=0
   [[ " $ONLY " == *" $id "* ]] || return 0
   t0=$(e2e__now)
   SC_T0=$t0
@@ -80,6 +125,7 @@ run_scenario() { # ID TITLE FUNCTION
   e2e_log "scenario $id: $title"
   (
     set -euo pipefail
+    use_pools "$profile"
     "$fn"
   ) &
   wait $! || rc=$?
@@ -179,7 +225,7 @@ cap_json() { # KIND: nvme-fs | block | nfs
   esac
 }
 
-declare -A V_CAP V_CTX
+declare -A V_CAP V_CTX V_BYTES
 # create VOL PROTOCOL KIND POOL [EXTRA_PARAMS_JSON_FRAGMENT]
 create() {
   local vol="$1" proto="$2" kind="$3" pool="$4" extra="${5:-}" cap req resp
@@ -191,6 +237,7 @@ create() {
   resp="$(ctl CreateVolume "$req")" || fail "CreateVolume $vol"
   V_CAP[$vol]="$cap"
   V_CTX[$vol]="$(jq -c '.volume.volumeContext' <<<"$resp")"
+  V_BYTES[$vol]="$(jq -r '.volume.capacityBytes' <<<"$resp")"
   step "created $vol ($proto, $kind, pool $pool): $(jq -c . <<<"${V_CTX[$vol]}")"
 }
 
@@ -252,12 +299,13 @@ delete() {
 data_path() { # VOL
   if [[ "${V_CAP[$1]}" == *'"block"'* ]]; then target "$1"; else echo "$(target "$1")/payload"; fi
 }
-# The storage-side bytes of a block volume (file pool image or LV).
+# The storage-side bytes of a block volume (file pool image, LV or zvol).
 backing() { # VOL
   local id
   id="$(vctx "$1" agentVolumeID)"
-  case "${id%%/*}" in
-    demo) echo "$POOL_DIR/${id#*/}.img" ;;
+  case "$id" in
+    demo/*) echo "$POOL_DIR/${id#*/}.img" ;;
+    "$ZFS_DS"/*) echo "/dev/zvol/$id" ;;
     *) echo "/dev/${id%%/*}/${id#*/}" ;;
   esac
 }
@@ -275,7 +323,7 @@ start_agent() { # [EXTRA_AGENT_FLAGS...]
   vm_exec_bg storage bash "$GH" daemon pillar-agent /e2e/out/agent.log \
     "$AGENT_BIN" --listen=127.0.0.1:9500 \
     --tls-cert=/e2e/certs/agent.crt --tls-key=/e2e/certs/agent.key --tls-ca=/e2e/certs/ca.crt \
-    --node-name=storage-1 --pool="demo=file:$POOL_DIR" --pool="$VG=lvm" \
+    --node-name=storage-1 --pool="demo=file:$POOL_DIR" --pool="$VG=lvm" "${AGENT_POOLS[@]}" \
     --state-dir=/var/lib/pillar-csi/agent --epoch-check-interval=1 \
     --ready-file=/run/pillar-agent.ready --log-level=info "$@" >/dev/null
   gh storage wait-file /run/pillar-agent.ready "$CEILING"
@@ -320,6 +368,37 @@ setup_storage() {
     disk=/dev/disk/by-id/virtio-pillar-data1
     for _ in $(seq 600); do [[ -e $disk ]] && break; sleep 0.1; done
     pvcreate -q -y "$disk" && vgcreate -q "$2" "$disk" >/dev/null' "$POOL_DIR" "$VG"
+  if selected lvm-thin; then setup_thin; fi
+  if selected zfs; then setup_zfs; fi
+}
+
+# The pools beyond today's, set up only when a selected scenario uses them.
+AGENT_POOLS=()
+setup_thin() { # a VG on the second data disk, all of it a thin pool
+  local t0
+  t0=$(e2e__now)
+  vm_sh storage '
+    set -e
+    disk=/dev/disk/by-id/virtio-pillar-data2
+    for _ in $(seq 600); do [[ -e $disk ]] && break; sleep 0.1; done
+    pvcreate -q -y "$disk" && vgcreate -q "$1" "$disk" >/dev/null
+    lvcreate -q -y --type thin-pool -l 100%FREE -n "$2" "$1" >/dev/null' "$THIN_VG" "$THIN_POOL"
+  AGENT_POOLS+=("--pool=$THIN_VG=lvm-thin:$THIN_POOL")
+  phase_time "setup lvm-thin pool $THIN_VG/$THIN_POOL" "$t0"
+}
+setup_zfs() { # a pool on the third data disk; the agent's pool is a dataset of it
+  local t0
+  t0=$(e2e__now)
+  # A small ARC: the guest has 768 MiB for the agent, the controller and knfsd too.
+  vm_sh storage '
+    set -e
+    modprobe zfs zfs_arc_max=67108864
+    disk=/dev/disk/by-id/virtio-pillar-data3
+    for _ in $(seq 600); do [[ -e $disk ]] && break; sleep 0.1; done
+    zpool create -f -o ashift=12 -o cachefile=none -O mountpoint=/"$1" "$1" "$disk"
+    zfs create "$2"' "$ZPOOL" "$ZFS_DS" || fail "creating the zfs pool $ZPOOL"
+  AGENT_POOLS+=("--pool=$ZFS_DS=zfs")
+  phase_time "setup zfs pool $ZPOOL ($(vm_exec storage cat /etc/pillar-e2e-zfs | cut -d' ' -f1-2))" "$t0"
 }
 
 setup_consumer() { # GUEST
@@ -339,9 +418,9 @@ build_binaries() {
 # 1. Create, publish, stage, write, read back: NVMe-oF (ext4, RWO), iSCSI
 #    (raw block on an LVM volume, RWO), NFS (RWX on both consumers).
 s1() {
-  create s1-nvme nvmeof-tcp fs demo
-  create s1-iscsi iscsi block "$VG"
-  create s1-nfs nfs nfs demo '"nfsRootSquash":"false"' # writes as root: opts out of root_squash
+  create s1-nvme nvmeof-tcp fs "$POOL_BLOCK"
+  create s1-iscsi iscsi block "$POOL_LV"
+  create s1-nfs nfs nfs "$POOL_NFS" '"nfsRootSquash":"false"' # writes as root: opts out of root_squash
   attach s1-nvme consumer-a
   local w r
   w="$(fill consumer-a "$(data_path s1-nvme)" 8)"
@@ -399,9 +478,9 @@ s1() {
 #    ExportReconciled returns to True without restarting anything else; the
 #    consumers' I/O resumes with the same data.
 s2() {
-  create s2-nvme nvmeof-tcp fs demo
-  create s2-iscsi iscsi block demo
-  create s2-nfs nfs nfs demo '"nfsRootSquash":"false"' # writes as root: opts out of root_squash
+  create s2-nvme nvmeof-tcp fs "$POOL_BLOCK"
+  create s2-iscsi iscsi block "$POOL_BLOCK"
+  create s2-nfs nfs nfs "$POOL_NFS" '"nfsRootSquash":"false"' # writes as root: opts out of root_squash
   attach s2-nvme consumer-a
   attach s2-iscsi consumer-b
   attach s2-nfs consumer-a
@@ -473,9 +552,9 @@ s2() {
 #    jittered interval (5-6 s) plus a pass; the scenario waits for the repair
 #    (ceiling CEILING) and prints the time it took as a figure.
 s3() {
-  create s3-nvme nvmeof-tcp block demo
-  create s3-iscsi iscsi block demo
-  create s3-nfs nfs nfs demo '"nfsRootSquash":"false"' # writes as root: opts out of root_squash
+  create s3-nvme nvmeof-tcp block "$POOL_BLOCK"
+  create s3-iscsi iscsi block "$POOL_BLOCK"
+  create s3-nfs nfs nfs "$POOL_NFS" '"nfsRootSquash":"false"' # writes as root: opts out of root_squash
   attach s3-nvme consumer-a
   attach s3-iscsi consumer-a
   attach s3-nfs consumer-a
@@ -555,7 +634,7 @@ s3() {
 #    the scenario fails (that is a node plugin bug) but still checks the
 #    controller side, re-registering consumer-a directly through csi-call.
 s4() {
-  create s4-nfs nfs nfs demo '"nfsRootSquash":"false"' # writes as root: opts out of root_squash
+  create s4-nfs nfs nfs "$POOL_NFS" '"nfsRootSquash":"false"' # writes as root: opts out of root_squash
   attach s4-nfs consumer-a
   attach s4-nfs consumer-b
   local w r t0 ms path node_ok=1 id
@@ -622,7 +701,7 @@ s4() {
 #    controller makes nvmet skip the Namespace Attribute Changed AEN
 #    (nvmet_ns_changed -> nvmet_aen_bit_disabled), exactly a lost notice.
 s5() {
-  create s5-nvme nvmeof-tcp block demo
+  create s5-nvme nvmeof-tcp block "$POOL_BLOCK"
   attach s5-nvme consumer-a
   local w r t0 ms nqn ns dev attempt ok=0
   nqn="$(vctx s5-nvme targetID)"
@@ -683,7 +762,7 @@ s5() {
 #    NodeUnstageVolume still complete. (ControllerUnpublish is the revoke, so
 #    the reconciler does not put the rule back under the test.)
 s6() {
-  create s6-nfs nfs nfs demo '"nfsRootSquash":"false"' # writes as root: opts out of root_squash
+  create s6-nfs nfs nfs "$POOL_NFS" '"nfsRootSquash":"false"' # writes as root: opts out of root_squash
   attach s6-nfs consumer-a
   attach s6-nfs consumer-b
   local path w r t
@@ -716,7 +795,7 @@ s6() {
 #    target state loss: ExportSpecMissing, untouched over several resyncs;
 #    pillarctl repair export-spec brings it back; data intact.
 s7() {
-  create s7-nvme nvmeof-tcp block demo
+  create s7-nvme nvmeof-tcp block "$POOL_BLOCK"
   attach s7-nvme consumer-a
   local w r t0 ms nqn uid
   nqn="$(vctx s7-nvme targetID)"
@@ -1228,10 +1307,10 @@ wait_until_resumed() { # GUEST
   done
 }
 s11() {
-  create s11-nvme-old nvmeof-tcp fs demo '"nvmeReconnectDelay":"10"'
+  create s11-nvme-old nvmeof-tcp fs "$POOL_BLOCK" '"nvmeReconnectDelay":"10"'
   [[ "$(vctx s11-nvme-old nvmeReconnectDelay)" == 10 ]] || fail "volume context lacks nvmeReconnectDelay 10: ${V_CTX[s11-nvme-old]}"
   s11_run s11-nvme-old "reconnect delay 10 s (nvme-cli default)"
-  create s11-nvme nvmeof-tcp fs demo
+  create s11-nvme nvmeof-tcp fs "$POOL_BLOCK"
   [[ "$(vctx s11-nvme nvmeReconnectDelay)" == 1 && "$(vctx s11-nvme nvmeCtrlLossTimeout)" == 600 ]] ||
     fail "volume context lacks pillar's default timing: ${V_CTX[s11-nvme]}"
   s11_run s11-nvme "reconnect delay 1 s (pillar default)"
@@ -1247,7 +1326,7 @@ s11() {
 # 12. iSCSI, ext4 on LVM: the agent stopped, LIO wiped, the agent started
 #     again, under a writer. The repair is bounded by the agent's restart.
 s12() {
-  create s12-iscsi iscsi fs "$VG"
+  create s12-iscsi iscsi fs "$POOL_LV"
   attach s12-iscsi consumer-a
   local iqn t0 ts ms id out mark gap sess
   iqn="$(vctx s12-iscsi targetID)"
@@ -1306,7 +1385,7 @@ s13_wipes() { # LABEL
   step "figure: s13 $1: failed reads $(field "$out" errors) (first: $(field "$out" first_error)), worst repair $worst ms"
 }
 s13() {
-  create s13-nfs nfs nfs demo '"nfsRootSquash":"false"'
+  create s13-nfs nfs nfs "$POOL_NFS" '"nfsRootSquash":"false"'
   attach s13-nfs consumer-a
   fill consumer-a "$(data_path s13-nfs)" 1 >/dev/null
   stop_agent
@@ -1343,7 +1422,7 @@ s13() {
 # real disk, as here: the data disk is a virtio disk, not a loop device);
 # knfsd starts like nfs-server.service, whose `exportfs -r` re-reads
 # /etc/exports.d. The target modules are left to the agent (it loads them).
-storage_boot() { # prints "loop=MS vg=MS knfsd=MS" (guest clock)
+storage_boot() { # prints "loop=MS vg=MS zfs=MS knfsd=MS" (guest clock)
   vm_sh storage '
     set -e
     ms() { echo $(((${EPOCHREALTIME/./} - $1) / 1000)); }
@@ -1351,12 +1430,21 @@ storage_boot() { # prints "loop=MS vg=MS knfsd=MS" (guest clock)
     mkdir -p /run/pillar
     modprobe loop
     loop=$(ms "$t") t=${EPOCHREALTIME/./}
-    disk=/dev/disk/by-id/virtio-pillar-data1
-    for _ in $(seq 600); do [[ -e $disk ]] && break; sleep 0.1; done
+    for disk in /dev/disk/by-id/virtio-pillar-data{1,2,3}; do
+      for _ in $(seq 600); do [[ -e $disk ]] && break; sleep 0.1; done
+    done
     vgchange -q -a y "$1" >/dev/null
+    if [[ -n $2 ]]; then vgchange -q -a y "$2" >/dev/null; fi
     vg=$(ms "$t") t=${EPOCHREALTIME/./}
+    # zfs-import-scan.service: the pool has no cache file.
+    if [[ -n $3 ]]; then
+      modprobe zfs zfs_arc_max=67108864
+      zpool import -d /dev/disk/by-id -o cachefile=none "$3"
+    fi
+    zfs=$(ms "$t") t=${EPOCHREALTIME/./}
     pillar-nfs-server start >/dev/null
-    echo "loop=$loop vg=$vg knfsd=$(ms "$t")"' "$VG"
+    echo "loop=$loop vg=$vg zfs=$zfs knfsd=$(ms "$t")"' "$VG" \
+    "$(selected lvm-thin && echo "$THIN_VG")" "$(selected zfs && echo "$ZPOOL")"
 }
 
 # clock_offset GUEST: the guest's wall clock minus the host's, in µs (best of
@@ -1494,9 +1582,9 @@ s14() {
   fs="$(vm_exec storage findmnt -no FSTYPE -T "$(dirname "$STORE")")"
   [[ "$fs" != tmpfs && -n "$fs" ]] || fail "the controller's store $STORE is on '$fs', which a reboot loses"
   step "controller store $STORE is on $fs (the root disk, kept by vm_restart)"
-  create s14-nvme nvmeof-tcp fs demo
-  create s14-iscsi iscsi fs "$VG"
-  create s14-nfs nfs nfs demo '"nfsRootSquash":"false"'
+  create s14-nvme nvmeof-tcp fs "$POOL_BLOCK"
+  create s14-iscsi iscsi fs "$POOL_LV"
+  create s14-nfs nfs nfs "$POOL_NFS" '"nfsRootSquash":"false"'
   attach s14-nvme consumer-a
   attach s14-iscsi consumer-a
   attach s14-nfs consumer-a
@@ -1632,6 +1720,93 @@ s14() {
   delete s14-nfs
 }
 
+# 15. The backend's own view of sizes, on the pool itself: CreateVolume's and
+#     ControllerExpandVolume's capacity is what the pool made (blockdev of the
+#     LV or zvol, the image file, the dataset's refquota), an odd size is
+#     rounded up, never down; GetCapacity is what the pool has (zfs get
+#     available, the thin pool's size less its data_percent, the VG's free
+#     space, the file system's); DeleteVolume leaves nothing of the volume.
+#     On ZFS, a local user of the storage node cannot write into a 0777
+#     dataset (the pool's mountpoint is kept private, as the file pool's is).
+
+# backend_bytes VOL: the volume's size as the storage guest's own tools say.
+backend_bytes() {
+  local id
+  id="$(vctx "$1" agentVolumeID)"
+  case "$id" in
+    "$ZFS_DS"/*) vm_sh storage 'zfs get -Hp -o value volsize,refquota "$1" | grep -v "^-$"' "$id" ;;
+    demo/*) vm_exec storage stat -c %s "$(backing "$1")" ;;
+    *) vm_exec storage blockdev --getsize64 "$(backing "$1")" ;;
+  esac
+}
+# pool_free POOL: the bytes the pool has left, as its own tools say.
+pool_free() {
+  case "$1" in
+    "$ZFS_DS") vm_exec storage zfs get -Hp -o value available "$1" ;;
+    "$THIN_VG") vm_sh storage 'lvs --noheadings --units b --nosuffix -o lv_size,data_percent "$1" |
+        awk "{ printf \"%d\n\", \$1 - \$1 * \$2 / 100 }"' "$THIN_VG/$THIN_POOL" ;;
+    "$VG") vm_exec storage vgs --noheadings --units b --nosuffix -o vg_free "$1" | tr -d ' ' ;;
+    demo) vm_sh storage 'echo $(($(stat -f -c "%a * %S" "$1")))' "$POOL_DIR" ;;
+  esac
+}
+s15_expand() { # VOL BYTES: prints the capacity ControllerExpandVolume answers
+  ctl ControllerExpandVolume "$(jq -cn --arg v "$1" --arg b "$2" '{volumeId:$v, capacityRange:{requiredBytes:$b}}')" |
+    jq -r '.capacityBytes'
+}
+s15() {
+  local vol pool got want free cap odd=$((96 * 1048576 + 1))
+  for vol in s15-blk s15-nfs; do
+    if [[ $vol == s15-blk && $POOL_BLOCK == "$ZFS_DS" ]]; then
+      # The storage class's ZFS properties reach zfs create by their names.
+      pool=$POOL_BLOCK
+      create "$vol" iscsi block "$pool" '"backend.thin":"true","backend.volblocksize":"8K","backend.compression":"lz4"'
+      got="$(vm_exec storage zfs get -Hp -o value refreservation,volblocksize,compression,volmode "$ZFS_DS/$vol" | tr '\n' ' ')"
+      [[ "$got" == "0 8192 lz4 dev " ]] ||
+        fail "$vol: refreservation, volblocksize, compression, volmode are '$got', not '0 8192 lz4 dev'"
+      step "$vol: thin (no refreservation), volblocksize 8K, lz4, volmode=dev"
+    elif [[ $vol == s15-blk ]]; then
+      pool=$POOL_BLOCK
+      create "$vol" iscsi block "$pool"
+    else
+      pool=$POOL_NFS
+      [[ $pool == demo ]] && continue # the file pool records no size for a directory
+      create "$vol" nfs nfs "$pool"
+    fi
+    got="$(backend_bytes "$vol")" || fail "$vol: the backend's size"
+    [[ "$got" == "${V_BYTES[$vol]}" && "$got" -ge 67108864 ]] ||
+      fail "$vol: CreateVolume says ${V_BYTES[$vol]} bytes, the pool has $got (asked 67108864)"
+    step "$vol: created with $got bytes, as the pool says"
+    want="$(s15_expand "$vol" "$odd")" || fail "ControllerExpandVolume $vol"
+    got="$(backend_bytes "$vol")" || fail "$vol: the backend's size"
+    [[ "$got" == "$want" && "$got" -ge "$odd" ]] ||
+      fail "$vol: ControllerExpandVolume to $odd says $want bytes, the pool has $got"
+    step "$vol: expanded to $got bytes (asked $odd), as the pool says"
+  done
+  if [[ -n "${V_BYTES[s15-nfs]:-}" ]]; then
+    # The dataset's root is 0777 (nfsRootMode's default): no local user of the
+    # storage node may reach it through the pool's mountpoint.
+    if vm_exec storage setpriv --reuid=65534 --regid=65534 --clear-groups \
+      touch "$(vctx s15-nfs targetID)/by-a-local-user" 2>/dev/null; then
+      fail "a local user of the storage node wrote into the 0777 dataset s15-nfs"
+    fi
+    step "a local user of the storage node cannot reach the 0777 dataset"
+  fi
+  cap="$(ctl GetCapacity "$(jq -cn --arg p "$POOL_BLOCK" '{parameters:{agent:"storage-1", pool:$p}}')" |
+    jq -r '.availableCapacity')" || fail "GetCapacity $POOL_BLOCK"
+  free="$(pool_free "$POOL_BLOCK")" || fail "the free space of $POOL_BLOCK"
+  # The pool is idle: allow 1 % (or 1 MiB) for metadata written in between.
+  local slack=$((free / 100 > 1048576 ? free / 100 : 1048576))
+  ((cap > 0 && cap - free <= slack && free - cap <= slack)) ||
+    fail "GetCapacity of $POOL_BLOCK says $cap bytes, the pool has $free free"
+  step "GetCapacity of $POOL_BLOCK: $cap bytes, the pool says $free"
+  for vol in s15-blk s15-nfs; do
+    [[ -n "${V_BYTES[$vol]:-}" ]] || continue
+    delete "$vol"
+    if backend_bytes "$vol" >/dev/null 2>&1; then fail "$vol: still in the pool after DeleteVolume"; fi
+  done
+  step "deleted: nothing left in the pool"
+}
+
 # ------------------------------------------------------------------ main
 
 # E2E_ONLY must name scenarios that exist: a typo is an error, not "0 passed".
@@ -1667,11 +1842,11 @@ on_exit() {
 }
 
 # Scenarios that use consumer-a only; a run of just these boots two guests.
-ONE_CONSUMER="s8 s9 s10 s11 s12 s13 s14"
+ONE_CONSUMER="s8 s9 s10 s11 s12 s13 s14 s15"
 needs_consumer_b() {
   local id
   for id in $ONLY; do
-    [[ " $ONE_CONSUMER " == *" $id "* ]] || return 0
+    [[ " $ONE_CONSUMER " == *" ${id%@*} "* ]] || return 0
   done
   return 1
 }
@@ -1695,7 +1870,8 @@ main() {
   phase_time "image (build/reuse)" "$t0"
 
   t0=$(e2e__now)
-  vm_start storage --ip "$STORAGE_IP/24" --disk 1G
+  # Data disks: 1 thick LVM, 2 lvm-thin, 3 ZFS (blank qcow2 until used).
+  vm_start storage --ip "$STORAGE_IP/24" --disk 1G --disk 1G --disk 1G
   vm_start consumer-a --ip "$A_IP/24"
   if needs_consumer_b; then vm_start consumer-b --ip "$B_IP/24"; fi
   vm_wait_ready storage
@@ -1716,21 +1892,22 @@ main() {
   if needs_consumer_b; then start_node consumer-b; fi
   phase_time "setup (targets, agent, controller, 2 node plugins)" "$t0"
 
-  run_scenario s1 "create/publish/stage/write/read (nvme ext4, iscsi LVM block, nfs RWX)" s1
-  run_scenario s2 "target state lost: nvmet reload, agent restart with LIO/exports wiped" s2
-  run_scenario s3 "out-of-band ACL deletion repaired by the resync (time measured)" s3
-  run_scenario s5 "missed namespace notification: NodeStage ns-rescan" s5
-  run_scenario s6 "access revoked while mounted: NodeUnpublish completes" s6
-  run_scenario s7 "no exportSpec: untouched, pillarctl repair, data intact" s7
-  run_scenario s8 "in-band auth: iSCSI CHAP, NVMe DH-HMAC-CHAP, NFS root_squash and volume root" s8
-  run_scenario s9 "NFS: a forged file handle cannot reach another volume of the file system" s9
-  run_scenario s10 "thick LVM: a new or expanded volume reads zeros, never old data" s10
-  run_scenario s11 "recovery timing: nvmet unload under a writer (reconnect delay 10 s vs 1 s)" s11
-  run_scenario s12 "recovery timing: LIO wiped, agent restarted, under a writer" s12
-  run_scenario s13 "recovery timing: knfsd exports wiped with the agent up, under a reader" s13
-  run_scenario s14 "recovery timing: storage guest reboot under a writer (nvme, iscsi) and a reader (nfs)" s14
+  run_scenarios s1 "create/publish/stage/write/read (nvme ext4, iscsi LVM block, nfs RWX)" s1
+  run_scenarios s2 "target state lost: nvmet reload, agent restart with LIO/exports wiped" s2
+  run_scenarios s3 "out-of-band ACL deletion repaired by the resync (time measured)" s3
+  run_scenarios s5 "missed namespace notification: NodeStage ns-rescan" s5
+  run_scenarios s6 "access revoked while mounted: NodeUnpublish completes" s6
+  run_scenarios s7 "no exportSpec: untouched, pillarctl repair, data intact" s7
+  run_scenarios s8 "in-band auth: iSCSI CHAP, NVMe DH-HMAC-CHAP, NFS root_squash and volume root" s8
+  run_scenarios s9 "NFS: a forged file handle cannot reach another volume of the file system" s9
+  run_scenarios s10 "thick LVM: a new or expanded volume reads zeros, never old data" s10
+  run_scenarios s11 "recovery timing: nvmet unload under a writer (reconnect delay 10 s vs 1 s)" s11
+  run_scenarios s12 "recovery timing: LIO wiped, agent restarted, under a writer" s12
+  run_scenarios s13 "recovery timing: knfsd exports wiped with the agent up, under a reader" s13
+  run_scenarios s14 "recovery timing: storage guest reboot under a writer (nvme, iscsi) and a reader (nfs)" s14
+  run_scenarios s15 "backend sizes: create, expand, capacity and delete as the pool sees them" s15
   # Last: it changes a consumer's address (and can leave pillar-node stuck).
-  run_scenario s4 "consumer IP change: NFS rule follows, other unpublish leaves it" s4
+  run_scenarios s4 "consumer IP change: NFS rule follows, other unpublish leaves it" s4
 
   echo
   echo "---- times"

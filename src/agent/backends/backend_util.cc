@@ -4,6 +4,7 @@
 #include <charconv>
 #include <limits>
 
+#include "common/log.h"
 #include "common/validate.h"
 
 namespace pillar::agent::backend_util {
@@ -136,6 +137,16 @@ std::optional<int64_t> ParseCount(std::string_view text) {
   auto [ptr, ec] = std::from_chars(text.data(), end, value);
   if (text.empty() || ec != std::errc() || ptr != end || value < 0) return std::nullopt;
   return value;
+}
+
+Status KeepPrivateToRoot(Fs& fs, const std::string& dir, const std::string& pool,
+                         const std::string& what) {
+  ASSIGN_OR_RETURN(mode_t mode, fs.Mode(dir));
+  if ((mode & 077) == 0) return Status::Ok();
+  RETURN_IF_ERROR(fs.Chmod(dir, mode & 07700));
+  log::Info(what + " made private to root",
+            {{"pool", pool}, {"dir", dir}, {"wasMode", static_cast<unsigned>(mode)}});
+  return Status::Ok();
 }
 
 }  // namespace pillar::agent::backend_util

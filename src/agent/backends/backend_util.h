@@ -13,6 +13,7 @@
 
 #include "agent/backends/backend.h"
 #include "common/exec.h"
+#include "common/fs.h"
 #include "common/status.h"
 
 namespace pillar::agent::backend_util {
@@ -78,5 +79,11 @@ StatusOr<nlohmann::json> ParseJsonOutput(const Command& cmd, const std::string& 
 std::string TrimEnd(std::string text);
 // A non-negative decimal integer, whole string; nullopt otherwise.
 std::optional<int64_t> ParseCount(std::string_view text);
+
+// Takes the group and other bits off `dir`, the directory a pool's volumes
+// live below, so no local user of the storage node reaches a volume (a 0777
+// NFS root) through it; logs `what` ("pool directory") of `pool` when it did.
+Status KeepPrivateToRoot(Fs& fs, const std::string& dir, const std::string& pool,
+                         const std::string& what);
 
 }  // namespace pillar::agent::backend_util

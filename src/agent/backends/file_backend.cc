@@ -5,7 +5,6 @@
 #include <regex>
 
 #include "agent/backends/backend_util.h"
-#include "common/log.h"
 #include "common/validate.h"
 
 namespace pillar::agent {
@@ -121,12 +120,7 @@ Status FileBackend::NotFoundError(const std::string& name) const {
 }
 
 Status FileBackend::KeepPoolPrivate() {
-  ASSIGN_OR_RETURN(mode_t mode, fs_.Mode(dir_));
-  if ((mode & 077) == 0) return Status::Ok();
-  RETURN_IF_ERROR(fs_.Chmod(dir_, mode & 07700));
-  log::Info("pool directory made private to root",
-            {{"pool", pool_}, {"dir", dir_}, {"wasMode", static_cast<unsigned>(mode)}});
-  return Status::Ok();
+  return backend_util::KeepPrivateToRoot(fs_, dir_, pool_, "pool directory");
 }
 
 StatusOr<BackendVolume> FileBackend::CreateDir(const std::string& name, int64_t size_bytes,

@@ -143,6 +143,7 @@ StatusOr<std::vector<ZfsRow>> ZfsBackend::ListRows() {
                     kQueryTimeout);
   ASSIGN_OR_RETURN(std::string out, backend_util::RunForOutput(exec_, cmd));
   std::vector<ZfsRow> rows;
+  std::string pool_mountpoint;  // zfs lists the parent first
   for (const std::string& line : Lines(out)) {
     std::vector<std::string> cols;
     size_t start = 0;
@@ -161,6 +162,7 @@ StatusOr<std::vector<ZfsRow>> ZfsBackend::ListRows() {
     const std::string& owner = cols[5];
     const std::string& pending = cols[6];
     if (full == dataset_) {  // the parent itself
+      if (cols[7].starts_with("/")) pool_mountpoint = cols[7];
       for (const auto& [property, value] :
            {std::pair{kOwnerProperty, owner}, std::pair{kRootPendingProperty, pending}}) {
         if (value == "-") continue;
@@ -177,6 +179,7 @@ StatusOr<std::vector<ZfsRow>> ZfsBackend::ListRows() {
     }
     ZfsRow row;
     row.name = full.substr(prefix.size());
+    row.pool_mountpoint = pool_mountpoint;
     // A name pillar could not have made (or could not address) is not a volume.
     if (!backend_util::CheckVolumeName(row.name).ok()) continue;
     if (owner != "-") {
@@ -375,7 +378,14 @@ StatusOr<std::string> ZfsBackend::DoExpose(const ZfsRow& row) {
   return device;
 }
 
+Status ZfsBackend::KeepPoolPrivate(const ZfsRow& row) {
+  const std::string& dir = row.pool_mountpoint;
+  if (dir.empty() || !fs_.Exists(dir)) return Status::Ok();
+  return backend_util::KeepPrivateToRoot(fs_, dir, dataset_, "zfs pool mountpoint");
+}
+
 StatusOr<std::string> ZfsBackend::ExposeFilesystem(const ZfsRow& row) {
+  RETURN_IF_ERROR(KeepPoolPrivate(row));
   if (row.mountpoint.empty()) {
     return FailedPrecondition("volume " + Id(row.name) +
                               " has no mountpoint (legacy or none); nothing to export");

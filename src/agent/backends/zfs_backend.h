@@ -42,6 +42,7 @@ struct ZfsRow {
   // pillar-csi:root-pending: the root directory mode and owner a create
   // has yet to apply; nullopt when there is none.
   std::optional<VolumeRoot> root_pending;
+  std::string pool_mountpoint;  // the parent dataset's; "" unless an absolute path
 };
 
 class ZfsBackend : public MarkedBackend<ZfsRow> {
@@ -65,7 +66,8 @@ class ZfsBackend : public MarkedBackend<ZfsRow> {
   // Capacity is the parent dataset's available space; total = available +
   // used.
   // Expose, block: /dev/zvol/<dataset>/<name>, UNAVAILABLE until udev made
-  // it; filesystem: mounts it if needed and returns its mountpoint.
+  // it; filesystem: takes group and other bits off the pool's own mountpoint
+  // (KeepPoolPrivate), mounts it if needed and returns its mountpoint.
   // Unexpose has nothing to undo: the zvol node and the mount stay as zfs
   // keeps them.
 
@@ -109,6 +111,10 @@ class ZfsBackend : public MarkedBackend<ZfsRow> {
   // Mounts the dataset, gives its root directory row.root_pending, then
   // clears the property.
   Status ApplyPendingRoot(const ZfsRow& row);
+  // Datasets mount below the pool's own mountpoint: one that others may
+  // search lets any local user of the storage node into a 0777 volume, so
+  // its group and other bits go (like the file pool's directory).
+  Status KeepPoolPrivate(const ZfsRow& row);
 
   const std::string dataset_;
   Exec& exec_;

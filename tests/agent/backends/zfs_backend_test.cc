@@ -527,5 +527,30 @@ TEST_F(ZfsBackendTest, ExposeFilesystemMountsItIfNeeded) {
   EXPECT_EQ(exec_.calls().size(), 1u);
 }
 
+// Found on a live pool (issue 24): datasets mount below the pool's own
+// mountpoint, which zfs makes 0755, so any local user of the storage node
+// could write into a 0777 NFS volume. Exposing a file system takes group and
+// other bits off the pool's mountpoint, as the file pool does its directory.
+TEST_F(ZfsBackendTest, ExposeFilesystemKeepsThePoolMountpointPrivate) {
+  testing::TempDir pool;  // the parent dataset's mountpoint
+  ASSERT_TRUE(fs_.Chmod(pool.path(), 02755).ok());
+  std::string list = kList;
+  list.replace(list.find("\t/tank/pillar\n"), 14, "\t" + pool.path() + "\n");
+  exec_.OnOutput({"zfs", "list"}, list);
+  exec_.OnOutput({"zfs", "get"}, "yes\n");
+  auto mode = [&] { return *fs_.Mode(pool.path()) & 07777; };
+  ASSERT_TRUE(Backend()->Expose("fs-1", VolumeMode::kFilesystem).ok());
+  EXPECT_EQ(mode(), 02700u) << "a 0777 NFS root below a searchable pool mountpoint is anyone's";
+  // Block volumes have no path below it; a legacy mountpoint leaves nothing to do.
+  ASSERT_TRUE(fs_.Chmod(pool.path(), 0755).ok());
+  fs_.present.insert("/dev/zvol/tank/pillar/vol-1");
+  ASSERT_TRUE(Backend()->Expose("vol-1", VolumeMode::kBlock).ok());
+  EXPECT_EQ(mode(), 0755u);
+  exec_.OnOutput({"zfs", "list"}, "tank/pillar\tfilesystem\t-\t0\t-\t-\t-\tlegacy\n" +
+                                      list.substr(list.find('\n') + 1));
+  ASSERT_TRUE(Backend()->Expose("fs-1", VolumeMode::kFilesystem).ok());
+  EXPECT_EQ(mode(), 0755u);
+}
+
 }  // namespace
 }  // namespace pillar::agent
