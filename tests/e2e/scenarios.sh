@@ -55,9 +55,9 @@ ZFS_DS=$ZPOOL/pillar           # ... and the agent's pool, its dataset
 # $ZFS_DS; "sN@lvm-thin" puts block volumes on $THIN_VG (NFS stays on the
 # file pool: lvm-thin has no file systems). s8, s9 and s10 test properties of
 # the file pool and of thick LVM themselves and run on today's pools only.
-BASE_SCENARIOS="s1 s2 s3 s4 s5 s6 s7 s8 s9 s10 s11 s12 s13 s14 s15"
+BASE_SCENARIOS="s1 s2 s3 s4 s5 s6 s7 s8 s9 s10 s11 s12 s13 s14 s15 s16"
 POOL_PROFILES="zfs lvm-thin"
-ANY_POOL="s1 s2 s3 s4 s5 s6 s7 s11 s12 s13 s14 s15"
+ANY_POOL="s1 s2 s3 s4 s5 s6 s7 s11 s12 s13 s14 s15 s16"
 SCENARIOS="$BASE_SCENARIOS"
 for _p in $POOL_PROFILES; do
   for _id in $ANY_POOL; do SCENARIOS+=" $_id@$_p"; done
@@ -65,7 +65,7 @@ done
 # What CI runs (the README's test command): today's pools, plus s1 (zvols
 # over NVMe-oF and iSCSI, a dataset over NFS; thin LVs) and s15 (sizes,
 # properties, capacity) on ZFS and on lvm-thin: about 3 minutes more.
-DEFAULT_ONLY="$BASE_SCENARIOS s1@zfs s15@zfs s1@lvm-thin s15@lvm-thin"
+DEFAULT_ONLY="$BASE_SCENARIOS s1@zfs s15@zfs s16@zfs s1@lvm-thin s15@lvm-thin s16@lvm-thin"
 ONLY="${E2E_ONLY:-$DEFAULT_ONLY}"
 [[ "$ONLY" == all ]] && ONLY="$SCENARIOS"
 # The pools a scenario uses (use_pools sets them per profile).
@@ -239,6 +239,23 @@ create() {
   V_CTX[$vol]="$(jq -c '.volume.volumeContext' <<<"$resp")"
   V_BYTES[$vol]="$(jq -r '.volume.capacityBytes' <<<"$resp")"
   step "created $vol ($proto, $kind, pool $pool): $(jq -c . <<<"${V_CTX[$vol]}")"
+}
+
+# create_from VOL PROTOCOL KIND POOL BYTES SOURCE_JSON [EXTRA]: a volume
+# restored or cloned from SOURCE ({"snapshot":{"snapshotId":..}} or
+# {"volume":{"volumeId":..}}).
+create_from() {
+  local vol="$1" proto="$2" kind="$3" pool="$4" bytes="$5" src="$6" extra="${7:-}" cap req resp
+  cap="$(cap_json "$kind")"
+  req="$(jq -cn --arg n "$vol" --arg p "$proto" --arg pool "$pool" --argjson cap "$cap" \
+    --arg ip "$STORAGE_IP" --arg b "$bytes" --argjson src "$src" --argjson extra "{${extra}}" \
+    '{name:$n, capacityRange:{requiredBytes:$b}, volumeCapabilities:[$cap], volumeContentSource:$src,
+      parameters:({agent:"storage-1", pool:$pool, protocol:$p, bindAddress:$ip} + $extra)}')"
+  resp="$(ctl CreateVolume "$req")" || fail "CreateVolume $vol from $src"
+  V_CAP[$vol]="$cap"
+  V_CTX[$vol]="$(jq -c '.volume.volumeContext' <<<"$resp")"
+  V_BYTES[$vol]="$(jq -r '.volume.capacityBytes' <<<"$resp")"
+  step "created $vol from $(jq -c . <<<"$src") ($proto, $kind, pool $pool, ${V_BYTES[$vol]} bytes)"
 }
 
 vctx() { jq -r --arg k "$2" '.[$k] // empty' <<<"${V_CTX[$1]}"; }
@@ -417,6 +434,96 @@ build_binaries() {
 
 # 1. Create, publish, stage, write, read back: NVMe-oF (ext4, RWO), iSCSI
 #    (raw block on an LVM volume, RWO), NFS (RWX on both consumers).
+
+# 16. Snapshots, restores and clones (issue 24) on the run's pools: data
+#     written through consumer-a, a snapshot, the source overwritten; a
+#     restore into a larger volume, published to consumer-b, reads the
+#     snapshot's data; a clone of the source diverges on its own; the source
+#     deleted, then the snapshot while the restore exists: the restore's data
+#     intact, the snapshot in no listing and nothing of it left on the pool
+#     once the restore is gone too. NFS (a dataset or a directory tree) the
+#     same way, on the pool NFS volumes use.
+s16() {
+  local w1 w2 w3 r snap size listed
+  create s16-src nvmeof-tcp block "$POOL_BLOCK"
+  attach s16-src consumer-a
+  w1="$(fill consumer-a "$(data_path s16-src)" 8)"
+  snap="$(ctl CreateSnapshot '{"name":"s16-snap","sourceVolumeId":"s16-src"}')" ||
+    fail "CreateSnapshot s16-snap"
+  size="$(jq -r '.snapshot.sizeBytes' <<<"$snap")"
+  [[ "$(jq -r '.snapshot.readyToUse' <<<"$snap")" == true ]] || fail "s16-snap not ready: $snap"
+  [[ "$size" == "${V_BYTES[s16-src]}" ]] || fail "s16-snap size $size != the source's ${V_BYTES[s16-src]}"
+  step "s16-snap taken: ready, $size bytes"
+  w2="$(fill consumer-a "$(data_path s16-src)" 8)"
+
+  create_from s16-restore nvmeof-tcp block "$POOL_BLOCK" "$((2 * size))" \
+    '{"snapshot":{"snapshotId":"s16-snap"}}'
+  [[ "${V_BYTES[s16-restore]}" -ge $((2 * size)) ]] || fail "restore not grown: ${V_BYTES[s16-restore]}"
+  attach s16-restore consumer-b
+  r="$(sum consumer-b "$(data_path s16-restore)" 8)"
+  same "restore on consumer-b vs the data at snapshot time" "$w1" "$r"
+  r="$(vm_exec consumer-b blockdev --getsize64 "$(data_path s16-restore)")"
+  [[ "$r" -ge $((2 * size)) ]] || fail "consumer-b sees $r bytes, not the larger size"
+
+  create_from s16-clone nvmeof-tcp block "$POOL_BLOCK" "$size" '{"volume":{"volumeId":"s16-src"}}'
+  attach s16-clone consumer-b
+  r="$(sum consumer-b "$(data_path s16-clone)" 8)"
+  same "clone vs the source now" "$w2" "$r"
+  w3="$(fill consumer-b "$(data_path s16-clone)" 8)"
+  r="$(sum consumer-a "$(data_path s16-src)" 8)"
+  same "source after the clone was written" "$w2" "$r"
+
+  detach s16-src consumer-a
+  delete s16-src
+  listed="$(ctl ListSnapshots '{}' | jq -r '[.entries[]?.snapshot.snapshotId] | join(",")')"
+  [[ "$listed" == s16-snap ]] || fail "after the source's delete, snapshots listed: '$listed'"
+  ctl DeleteSnapshot '{"snapshotId":"s16-snap"}' >/dev/null || fail "DeleteSnapshot s16-snap"
+  listed="$(ctl ListSnapshots '{}' | jq -r '[.entries[]?.snapshot.snapshotId] | join(",")')"
+  [[ -z "$listed" ]] || fail "snapshots still listed after DeleteSnapshot: '$listed'"
+  [[ "$(vm_exec storage "$PILLARCTL" --store="$STORE" get snapshots | tail -n +2)" == "" ]] ||
+    fail "a PillarSnapshot is left: $(vm_exec storage "$PILLARCTL" --store="$STORE" get snapshots)"
+  step "source and snapshot deleted; no snapshot listed or recorded"
+  vm_exec consumer-b sh -c 'echo 3 >/proc/sys/vm/drop_caches'
+  r="$(sum consumer-b "$(data_path s16-restore)" 8)"
+  same "restore after its source and snapshot were deleted" "$w1" "$r"
+  r="$(sum consumer-b "$(data_path s16-clone)" 8)"
+  same "clone after its source was deleted" "$w3" "$r"
+
+  # NFS: the tree as it was, on the pool NFS volumes use (lvm-thin runs use
+  # the file pool, which the run on today's pools covers).
+  if [[ "$POOL_NFS" != demo || "$POOL_BLOCK" == demo ]]; then
+    create s16-nfs nfs nfs "$POOL_NFS" '"nfsRootSquash":"false"'
+    attach s16-nfs consumer-a
+    w1="$(fill consumer-a "$(data_path s16-nfs)" 4)"
+    ctl CreateSnapshot '{"name":"s16-nfs-snap","sourceVolumeId":"s16-nfs"}' >/dev/null ||
+      fail "CreateSnapshot s16-nfs-snap"
+    fill consumer-a "$(data_path s16-nfs)" 4 >/dev/null
+    create_from s16-nfs-restore nfs nfs "$POOL_NFS" 67108864 '{"snapshot":{"snapshotId":"s16-nfs-snap"}}' \
+      '"nfsRootSquash":"false"'
+    attach s16-nfs-restore consumer-b
+    r="$(sum consumer-b "$(data_path s16-nfs-restore)" 4)"
+    same "nfs restore vs the tree at snapshot time" "$w1" "$r"
+    detach s16-nfs-restore consumer-b
+    detach s16-nfs consumer-a
+    ctl DeleteSnapshot '{"snapshotId":"s16-nfs-snap"}' >/dev/null || fail "DeleteSnapshot s16-nfs-snap"
+    delete s16-nfs
+    delete s16-nfs-restore
+  fi
+
+  detach s16-restore consumer-b
+  detach s16-clone consumer-b
+  delete s16-restore
+  delete s16-clone
+  # Nothing of any of them on the storage: space reclaimed.
+  local left
+  case "$POOL_BLOCK" in
+    "$ZFS_DS") left="$(vm_exec storage zfs list -H -t all -o name -r "$ZFS_DS" | grep s16 || true)" ;;
+    "$THIN_VG") left="$(vm_exec storage lvs --noheadings -o lv_name "$THIN_VG" | grep s16 || true)" ;;
+    *) left="$(vm_sh storage 'find "$1" -name "*s16*"' "$POOL_DIR" || true)" ;;
+  esac
+  [[ -z "$left" ]] || fail "left on the storage after every delete: $left"
+  step "nothing of s16 left on pool $POOL_BLOCK"
+}
 s1() {
   create s1-nvme nvmeof-tcp fs "$POOL_BLOCK"
   create s1-iscsi iscsi block "$POOL_LV"
@@ -1906,6 +2013,7 @@ main() {
   run_scenarios s13 "recovery timing: knfsd exports wiped with the agent up, under a reader" s13
   run_scenarios s14 "recovery timing: storage guest reboot under a writer (nvme, iscsi) and a reader (nfs)" s14
   run_scenarios s15 "backend sizes: create, expand, capacity and delete as the pool sees them" s15
+  run_scenarios s16 "snapshots: restore reads the snapshot's data, a clone diverges, deletes reclaim" s16
   # Last: it changes a consumer's address (and can leave pillar-node stuck).
   run_scenarios s4 "consumer IP change: NFS rule follows, other unpublish leaves it" s4
 
