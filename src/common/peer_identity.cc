@@ -122,6 +122,9 @@ RpcPolicy AgentRpcPolicy() {
                                                 {svc + "GetExport", readers},
                                                 {svc + "ListExports", readers},
                                                 {svc + "UnexportVolume", controller},
+                                                {svc + "CreateSnapshot", controller},
+                                                {svc + "DeleteSnapshot", controller},
+                                                {svc + "ListSnapshots", readers},
                                             });
 }
 
