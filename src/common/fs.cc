@@ -361,10 +361,35 @@ struct Fd {
 
 Status CopyRange(int in, int out, off_t start, off_t end, const std::string& path) {
   off_t out_off = start;  // the same offset in the copy: holes stay where they were
+  bool by_kernel = true;
+  std::vector<char> buf;
   while (start < end) {
-    ssize_t n = copy_file_range(in, &start, out, &out_off, static_cast<size_t>(end - start), 0);
+    size_t want = static_cast<size_t>(end - start);
+    ssize_t n = -1;
+    if (by_kernel) {
+      n = copy_file_range(in, &start, out, &out_off, want, 0);
+      // Across file systems (or where the kernel has no copy_file_range):
+      // read and write instead.
+      if (n < 0 && (errno == EXDEV || errno == ENOSYS || errno == EOPNOTSUPP || errno == EINVAL)) {
+        by_kernel = false;
+        continue;
+      }
+    } else {
+      buf.resize(std::min<size_t>(want, size_t{1} << 20));
+      n = pread(in, buf.data(), buf.size(), start);
+      if (n > 0) {
+        for (ssize_t done = 0; done < n;) {
+          ssize_t w = pwrite(out, buf.data() + done, static_cast<size_t>(n - done), out_off + done);
+          if (w < 0 && errno == EINTR) continue;
+          if (w < 0) return Errno("write", path, errno);
+          done += w;
+        }
+        start += n;
+        out_off += n;
+      }
+    }
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Errno("copy_file_range", path, errno);
+    if (n < 0) return Errno("copy", path, errno);
     if (n == 0) break;  // the source shrank meanwhile
   }
   return Status::Ok();

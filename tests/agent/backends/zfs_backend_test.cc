@@ -744,6 +744,30 @@ TEST_F(ZfsSnapshotTest, HiddenVolumesAreNoVolumesAndGoWithTheirLastSnapshot) {
               ElementsAre("zfs destroy -d -- " + hidden + "@s-old", "zfs destroy -- " + hidden));
 }
 
+TEST_F(ZfsSnapshotTest, AHiddenVolumeStaysWhileASnapshotStillNeedsIt) {
+  const std::string hidden = std::string("tank/pillar/old:deleted:") + kOwner;
+  exec_.OnOutput({"zfs", "list"}, std::string(kList) + hidden +
+                                      "\tvolume\t-\t1073741824\t-\t16384\t" + kOwner + "\t-\t-\n");
+  // After s-old goes, s-kept (and a clone's deferred origin) still need it.
+  exec_.OnOutput(
+      {"zfs", "list", "-Hp", "-t", "snapshot"},
+      hidden + "@s-old\t" + kSnapOwner + "\t1073741824\t1073741824\t16384\t1\t0\toff\n" + hidden +
+          "@s-kept\t" + kSnapOwner + "\t1073741824\t1073741824\t16384\t1\t0\toff\n" + hidden +
+          "@gone-but-cloned\t" + kSnapOwner + "\t1073741824\t1073741824\t16384\t1\t0\ton\n");
+  EXPECT_TRUE(Backend()->DeleteSnapshot("s-old", kSnapOwner).ok());
+  EXPECT_THAT(Changes(), ElementsAre("zfs destroy -d -- " + hidden + "@s-old"));
+  // A deleted snapshot kept for its clones is no source and listed nowhere.
+  auto snaps = Backend()->ListSnapshots();
+  ASSERT_TRUE(snaps.ok());
+  for (const auto& snap : *snaps) EXPECT_NE(snap.name, "gone-but-cloned");
+  VolumeSource from{VolumeSource::Kind::kSnapshot, "gone-but-cloned", kSnapOwner, false};
+  EXPECT_EQ(Backend()
+                ->CreateFrom("r", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt, from)
+                .status()
+                .code(),
+            Code::kNotFound);
+}
+
 TEST_F(ZfsSnapshotTest, DetachedSnapshotsAreRefusedClearly) {
   auto r = Backend()->CreateSnapshot("vol-1", kOwner, "s", kSnapOwner, true);
   EXPECT_EQ(r.status().code(), Code::kFailedPrecondition);
