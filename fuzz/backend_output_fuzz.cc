@@ -1,6 +1,6 @@
 // lvm2 and zfs report parsing: the backends read the tools' JSON and
 // tab-separated output; arbitrary output must give an error or volumes with
-// valid names, never a crash.
+// valid names, never a crash; snapshot listings likewise.
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -30,6 +30,18 @@ void Check(const pillar::StatusOr<std::vector<pillar::agent::BackendVolume>>& vo
   }
 }
 
+// Snapshots: valid names, a source volume with a valid name, sizes >= 0.
+void Check(const pillar::StatusOr<std::vector<pillar::agent::BackendSnapshot>>& snaps) {
+  if (!snaps.ok()) return;
+  for (const auto& s : *snaps) {
+    if (!pillar::validate::VolumeName("name", s.name).ok() ||
+        !pillar::validate::VolumeName("source", s.source_volume).ok() || s.size_bytes < 0 ||
+        s.used_bytes < 0 || s.deleted) {
+      std::abort();
+    }
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -42,8 +54,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   pillar::agent::LvmBackend thin("vg0", "thinpool", exec);
   Check(thin.List());
   (void)thin.Capacity();
+  Check(thin.ListSnapshots());
+  (void)pillar::agent::LvmBackend::ParseLvTime(out);
   pillar::agent::ZfsBackend zfs("tank/pillar", exec, fs);
   Check(zfs.List());
   (void)zfs.Capacity();
+  Check(zfs.ListSnapshots());
   return 0;
 }

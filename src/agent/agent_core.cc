@@ -149,7 +149,8 @@ StatusOr<VolumeInfo> AgentCore::CreateVolume(const std::string& pool, const std:
                                              const std::string& volume_uid,
                                              const std::map<std::string, std::string>& params,
                                              bool import_existing,
-                                             const std::optional<VolumeRoot>& root) {
+                                             const std::optional<VolumeRoot>& root,
+                                             const std::optional<VolumeSourceRequest>& source) {
   RETURN_IF_ERROR(validate::PoolName("pool", pool));
   RETURN_IF_ERROR(validate::VolumeName("name", name));
   RETURN_IF_ERROR(validate::Uuid("volumeUid", volume_uid));
@@ -157,9 +158,23 @@ StatusOr<VolumeInfo> AgentCore::CreateVolume(const std::string& pool, const std:
   if (size_bytes <= 0) {
     return InvalidArgument("sizeBytes " + std::to_string(size_bytes) + " must be positive");
   }
+  std::optional<VolumeSource> from;
+  if (source) {
+    ASSIGN_OR_RETURN(from, ResolveSource(pool, *source));
+  }
+  if (from && import_existing) {
+    return InvalidArgument("importExisting adopts storage as it is; it takes no source");
+  }
   ASSIGN_OR_RETURN(Backend * backend, FindPool(pool));
   std::string id = pool + "/" + name;
   auto guard = volume_locks_.Lock(id);
+  // A volume copied from another: that one is not deleted meanwhile. Taken
+  // after this volume's, and only by a create (whose own volume does not
+  // exist yet, so none can be the source of another's create).
+  std::optional<NamedLocks::Guard> source_guard;
+  if (from && from->kind == VolumeSource::Kind::kVolume) {
+    source_guard = volume_locks_.Lock(pool + "/" + from->name);
+  }
 
   ASSIGN_OR_RETURN(auto mark, marks_.Get(id));
   auto existing = backend->Get(name);
@@ -189,10 +204,13 @@ StatusOr<VolumeInfo> AgentCore::CreateVolume(const std::string& pool, const std:
                     "; import=true adopts existing storage and never creates any");
   }
   // Refuses (ALREADY_EXISTS) an existing object that is not volume_uid's.
-  ASSIGN_OR_RETURN(BackendVolume vol,
-                   backend->Create(name, size_bytes, mode, params, volume_uid, root));
+  ASSIGN_OR_RETURN(
+      BackendVolume vol,
+      from ? backend->CreateFrom(name, size_bytes, mode, params, volume_uid, root, *from)
+           : backend->Create(name, size_bytes, mode, params, volume_uid, root));
   RETURN_IF_ERROR(marks_.Reset(id, volume_uid));
-  log::Info("volume ready", {{"volume", id}, {"sizeBytes", vol.size_bytes}});
+  log::Info("volume ready",
+            {{"volume", id}, {"sizeBytes", vol.size_bytes}, {"origin", vol.origin}});
   return VolumeInfo{id, pool, backend->kind(), std::move(vol), volume_uid};
 }
 
@@ -270,6 +288,72 @@ StatusOr<std::vector<VolumeInfo>> AgentCore::ListVolumes(const std::string& pool
   }
   if (!pool.empty() && out.empty() && pools_.count(pool) == 0) {
     return NotFound("pool \"" + pool + "\" is not configured on agent " + options_.node_name);
+  }
+  return out;
+}
+
+StatusOr<VolumeSource> AgentCore::ResolveSource(const std::string& pool,
+                                                const VolumeSourceRequest& source) {
+  bool by_snapshot = !source.agent_snapshot_id.empty();
+  if (by_snapshot == !source.agent_volume_id.empty()) {
+    return InvalidArgument(
+        "source needs exactly one of source.agentSnapshotId and source.agentVolumeId");
+  }
+  const char* field = by_snapshot ? "source.agentSnapshotId" : "source.agentVolumeId";
+  const std::string& id = by_snapshot ? source.agent_snapshot_id : source.agent_volume_id;
+  RETURN_IF_ERROR(validate::AgentVolumeId(field, id));
+  RETURN_IF_ERROR(validate::Uuid("source.sourceUid", source.source_uid));
+  size_t slash = id.rfind('/');
+  if (id.substr(0, slash) != pool) {
+    return InvalidArgument(std::string(field) + " \"" + id + "\" is in pool " +
+                           id.substr(0, slash) + ", not " + pool +
+                           "; a volume is made only from a source in its own pool");
+  }
+  return VolumeSource{by_snapshot ? VolumeSource::Kind::kSnapshot : VolumeSource::Kind::kVolume,
+                      id.substr(slash + 1), source.source_uid, source.detached};
+}
+
+StatusOr<SnapshotInfo> AgentCore::CreateSnapshot(const std::string& source_volume_id,
+                                                 const std::string& source_volume_uid,
+                                                 const std::string& name,
+                                                 const std::string& snapshot_uid, bool detached) {
+  RETURN_IF_ERROR(validate::AgentVolumeId("sourceVolumeId", source_volume_id));
+  RETURN_IF_ERROR(validate::Uuid("sourceVolumeUid", source_volume_uid));
+  RETURN_IF_ERROR(validate::VolumeName("name", name));
+  RETURN_IF_ERROR(validate::Uuid("snapshotUid", snapshot_uid));
+  ASSIGN_OR_RETURN(Split split, SplitId(source_volume_id));
+  ASSIGN_OR_RETURN(Backend * backend, FindPool(split.pool));
+  // No delete or expand of the source in between.
+  auto guard = volume_locks_.Lock(source_volume_id);
+  ASSIGN_OR_RETURN(BackendSnapshot snap, backend->CreateSnapshot(split.name, source_volume_uid,
+                                                                 name, snapshot_uid, detached));
+  std::string id = split.pool + "/" + snap.name;
+  log::Info("snapshot ready",
+            {{"snapshot", id}, {"of", source_volume_id}, {"sizeBytes", snap.size_bytes}});
+  return SnapshotInfo{id, split.pool, backend->kind(), std::move(snap)};
+}
+
+Status AgentCore::DeleteSnapshot(const std::string& agent_snapshot_id,
+                                 const std::string& snapshot_uid) {
+  RETURN_IF_ERROR(validate::AgentVolumeId("agentSnapshotId", agent_snapshot_id));
+  RETURN_IF_ERROR(validate::Uuid("snapshotUid", snapshot_uid));
+  ASSIGN_OR_RETURN(Split split, SplitId(agent_snapshot_id));
+  ASSIGN_OR_RETURN(Backend * backend, FindPool(split.pool));
+  RETURN_IF_ERROR(backend->DeleteSnapshot(split.name, snapshot_uid));
+  log::Info("snapshot deleted", {{"snapshot", agent_snapshot_id}});
+  return Status::Ok();
+}
+
+StatusOr<std::vector<SnapshotInfo>> AgentCore::ListSnapshots(const std::string& pool) {
+  if (!pool.empty()) RETURN_IF_ERROR(FindPool(pool).status());
+  std::vector<SnapshotInfo> out;
+  for (auto& [name, backend] : pools_) {
+    if (!pool.empty() && name != pool) continue;
+    ASSIGN_OR_RETURN(auto snaps, backend->ListSnapshots());
+    for (auto& snap : snaps) {
+      std::string id = name + "/" + snap.name;
+      out.push_back({id, name, backend->kind(), std::move(snap)});
+    }
   }
   return out;
 }

@@ -34,6 +34,22 @@ struct PoolInfo {
   std::vector<VolumeMode> modes;
 };
 
+struct SnapshotInfo {
+  std::string agent_snapshot_id;  // "<pool>/<snapshot>"
+  std::string pool;
+  std::string backend;
+  BackendSnapshot snapshot;
+  std::string SourceVolumeId() const { return pool + "/" + snapshot.source_volume; }
+};
+
+// CreateVolume's source, as agent.proto's VolumeSource has it.
+struct VolumeSourceRequest {
+  std::string agent_snapshot_id;  // exactly one of these two
+  std::string agent_volume_id;
+  std::string source_uid;
+  bool detached = false;
+};
+
 struct VolumeInfo {
   std::string agent_volume_id;
   std::string pool;
@@ -89,17 +105,25 @@ class AgentCore {
   // fencing mark of the same uid vouches for it, and it is marked then.
   // `root` goes to a new filesystem volume's root directory (Backend::Create);
   // existing storage, imported or not, keeps its own.
-  StatusOr<VolumeInfo> CreateVolume(const std::string& pool, const std::string& name,
-                                    int64_t size_bytes, VolumeMode mode,
-                                    const std::string& volume_uid,
-                                    const std::map<std::string, std::string>& params,
-                                    bool import_existing = false,
-                                    const std::optional<VolumeRoot>& root = std::nullopt);
+  StatusOr<VolumeInfo> CreateVolume(
+      const std::string& pool, const std::string& name, int64_t size_bytes, VolumeMode mode,
+      const std::string& volume_uid, const std::map<std::string, std::string>& params,
+      bool import_existing = false, const std::optional<VolumeRoot>& root = std::nullopt,
+      const std::optional<VolumeSourceRequest>& source = std::nullopt);
   StatusOr<VolumeInfo> ExpandVolume(const std::string& agent_volume_id, int64_t size_bytes,
                                     const std::string& volume_uid);
   Status DeleteVolume(const std::string& agent_volume_id, const std::string& volume_uid);
   StatusOr<std::vector<VolumeInfo>> ListVolumes(const std::string& pool);
   StatusOr<std::vector<PoolInfo>> Capacity(const std::string& pool);
+
+  // Snapshots (backends/backend.h): the source must carry source_volume_uid's
+  // mark; the snapshot gets snapshot_uid's.
+  StatusOr<SnapshotInfo> CreateSnapshot(const std::string& source_volume_id,
+                                        const std::string& source_volume_uid,
+                                        const std::string& name, const std::string& snapshot_uid,
+                                        bool detached);
+  Status DeleteSnapshot(const std::string& agent_snapshot_id, const std::string& snapshot_uid);
+  StatusOr<std::vector<SnapshotInfo>> ListSnapshots(const std::string& pool);
 
   // Converges the kernel export of one volume to exactly (params, hosts),
   // fenced by `fence`. Never creates, formats or deletes backend storage.
@@ -141,6 +165,9 @@ class AgentCore {
     std::string name;
   };
   StatusOr<Split> SplitId(const std::string& agent_volume_id);
+  // INVALID_ARGUMENT naming the field for a malformed source or one in
+  // another pool than `pool`.
+  StatusOr<VolumeSource> ResolveSource(const std::string& pool, const VolumeSourceRequest& source);
   StatusOr<Backend*> FindPool(const std::string& pool);
   StatusOr<Exporter*> FindExporter(Protocol protocol);
   Status EnsureTargetLoaded(Exporter& exporter);

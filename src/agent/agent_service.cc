@@ -57,6 +57,22 @@ void FillVolume(const VolumeInfo& in, v1::Volume* out) {
   out->set_volume_uid(in.volume_uid);
   out->set_owner_uid(in.volume.owner_uid);
   out->set_pending(in.volume.pending);
+  out->set_origin(in.volume.origin);
+}
+
+void FillSnapshot(const SnapshotInfo& in, v1::Snapshot* out) {
+  out->set_agent_snapshot_id(in.agent_snapshot_id);
+  out->set_pool(in.pool);
+  out->set_name(in.snapshot.name);
+  out->set_source_volume_id(in.SourceVolumeId());
+  out->set_size_bytes(in.snapshot.size_bytes);
+  out->set_creation_time_unix_nanos(in.snapshot.creation_time_unix_nanos);
+  out->set_backend(in.backend);
+  out->set_owner_uid(in.snapshot.owner_uid);
+  // Every snapshot a backend lists is complete: each is made in one step.
+  out->set_ready_to_use(true);
+  out->set_used_bytes(in.snapshot.used_bytes);
+  out->set_detached(in.snapshot.detached);
 }
 
 void FillPool(const PoolInfo& in, v1::Pool* out) {
@@ -119,8 +135,14 @@ grpc::Status AgentService::CreateVolume(grpc::ServerContext* ctx,
   std::map<std::string, std::string> params(req->parameters().begin(), req->parameters().end());
   std::optional<VolumeRoot> root;
   if (req->has_root()) root = VolumeRoot{req->root().mode(), req->root().uid(), req->root().gid()};
+  std::optional<VolumeSourceRequest> source;
+  if (req->has_source()) {
+    const auto& src = req->source();
+    source = VolumeSourceRequest{src.agent_snapshot_id(), src.agent_volume_id(), src.source_uid(),
+                                 src.detached()};
+  }
   auto vol = core_.CreateVolume(req->pool(), req->name(), req->size_bytes(), *mode,
-                                req->volume_uid(), params, req->import_existing(), root);
+                                req->volume_uid(), params, req->import_existing(), root, source);
   if (!vol.ok()) return Reply(ctx, vol.status());
   FillVolume(*vol, resp->mutable_volume());
   return grpc::Status::OK;
@@ -213,6 +235,31 @@ grpc::Status AgentService::UnexportVolume(grpc::ServerContext* ctx,
                                   &changes);
   if (!s.ok()) return Reply(ctx, s);
   for (auto& c : changes) resp->add_changes(std::move(c));
+  return grpc::Status::OK;
+}
+
+grpc::Status AgentService::CreateSnapshot(grpc::ServerContext* ctx,
+                                          const v1::CreateSnapshotRequest* req,
+                                          v1::CreateSnapshotResponse* resp) {
+  auto snap = core_.CreateSnapshot(req->source_volume_id(), req->source_volume_uid(), req->name(),
+                                   req->snapshot_uid(), req->detached());
+  if (!snap.ok()) return Reply(ctx, snap.status());
+  FillSnapshot(*snap, resp->mutable_snapshot());
+  return grpc::Status::OK;
+}
+
+grpc::Status AgentService::DeleteSnapshot(grpc::ServerContext* ctx,
+                                          const v1::DeleteSnapshotRequest* req,
+                                          v1::DeleteSnapshotResponse* /*resp*/) {
+  return Reply(ctx, core_.DeleteSnapshot(req->agent_snapshot_id(), req->snapshot_uid()));
+}
+
+grpc::Status AgentService::ListSnapshots(grpc::ServerContext* ctx,
+                                         const v1::ListSnapshotsRequest* req,
+                                         v1::ListSnapshotsResponse* resp) {
+  auto snaps = core_.ListSnapshots(req->pool());
+  if (!snaps.ok()) return Reply(ctx, snaps.status());
+  for (const auto& s : *snaps) FillSnapshot(s, resp->add_snapshots());
   return grpc::Status::OK;
 }
 

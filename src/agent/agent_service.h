@@ -31,6 +31,12 @@ class AgentService final : public pillar::agent::v1::Agent::Service {
                            v1::ListExportsResponse* resp) override;
   grpc::Status UnexportVolume(grpc::ServerContext* ctx, const v1::UnexportVolumeRequest* req,
                               v1::UnexportVolumeResponse* resp) override;
+  grpc::Status CreateSnapshot(grpc::ServerContext* ctx, const v1::CreateSnapshotRequest* req,
+                              v1::CreateSnapshotResponse* resp) override;
+  grpc::Status DeleteSnapshot(grpc::ServerContext* ctx, const v1::DeleteSnapshotRequest* req,
+                              v1::DeleteSnapshotResponse* resp) override;
+  grpc::Status ListSnapshots(grpc::ServerContext* ctx, const v1::ListSnapshotsRequest* req,
+                             v1::ListSnapshotsResponse* resp) override;
 
  private:
   AgentCore& core_;

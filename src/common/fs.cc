@@ -2,10 +2,13 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <memory>
@@ -338,6 +341,173 @@ Status PosixFs::RemoveTree(const std::string& path) {
   Status s = RemoveTreeAt(parent_fd, name, path, st.st_dev);
   close(parent_fd);
   return s;
+}
+
+}  // namespace pillar
+
+namespace pillar {
+namespace {
+
+// Closes a descriptor on every path out of a copy.
+struct Fd {
+  int fd = -1;
+  explicit Fd(int f) : fd(f) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() {
+    if (fd >= 0) close(fd);
+  }
+};
+
+Status CopyRange(int in, int out, off_t start, off_t end, const std::string& path) {
+  off_t out_off = start;  // the same offset in the copy: holes stay where they were
+  bool by_kernel = true;
+  std::vector<char> buf;
+  while (start < end) {
+    size_t want = static_cast<size_t>(end - start);
+    ssize_t n = -1;
+    if (by_kernel) {
+      n = copy_file_range(in, &start, out, &out_off, want, 0);
+      // Across file systems (or where the kernel has no copy_file_range):
+      // read and write instead.
+      if (n < 0 && (errno == EXDEV || errno == ENOSYS || errno == EOPNOTSUPP || errno == EINVAL)) {
+        by_kernel = false;
+        continue;
+      }
+    } else {
+      buf.resize(std::min<size_t>(want, size_t{1} << 20));
+      n = pread(in, buf.data(), buf.size(), start);
+      if (n > 0) {
+        for (ssize_t done = 0; done < n;) {
+          ssize_t w = pwrite(out, buf.data() + done, static_cast<size_t>(n - done), out_off + done);
+          if (w < 0 && errno == EINTR) continue;
+          if (w < 0) return Errno("write", path, errno);
+          done += w;
+        }
+        start += n;
+        out_off += n;
+      }
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Errno("copy", path, errno);
+    if (n == 0) break;  // the source shrank meanwhile
+  }
+  return Status::Ok();
+}
+
+// The data of `in` into the new, empty `out` of the same size: one FICLONE
+// when the file system shares blocks, else each data range (holes skipped).
+Status CopyData(int in, int out, off_t size, const std::string& from, const std::string& to) {
+  if (ioctl(out, FICLONE, in) == 0) return Status::Ok();
+  if (ftruncate(out, size) != 0) return Errno("truncate", to, errno);
+  off_t pos = 0;
+  while (pos < size) {
+    off_t data = lseek(in, pos, SEEK_DATA);
+    if (data < 0 && errno == ENXIO) break;  // only a hole is left
+    if (data < 0) return Errno("seek data in", from, errno);
+    off_t hole = lseek(in, data, SEEK_HOLE);
+    if (hole < 0) return Errno("seek hole in", from, errno);
+    RETURN_IF_ERROR(CopyRange(in, out, data, std::min(hole, size), to));
+    pos = hole;
+  }
+  return Status::Ok();
+}
+
+Status CopyFileAt(int from_dir, const std::string& from_name, int to_dir,
+                  const std::string& to_name, const std::string& from, const std::string& to,
+                  bool keep_owner) {
+  Fd in(openat(from_dir, from_name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (in.fd < 0) return Errno("open", from, errno);
+  struct stat st {};
+  if (fstat(in.fd, &st) != 0) return Errno("stat", from, errno);
+  if (!S_ISREG(st.st_mode)) return FailedPrecondition(from + " is not a regular file");
+  Fd out(openat(to_dir, to_name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                st.st_mode & 07777));
+  if (out.fd < 0) return Errno("create", to, errno);
+  RETURN_IF_ERROR(CopyData(in.fd, out.fd, st.st_size, from, to));
+  if (keep_owner && fchown(out.fd, st.st_uid, st.st_gid) != 0) return Errno("chown", to, errno);
+  // After chown, which clears setuid/setgid.
+  if (fchmod(out.fd, st.st_mode & 07777) != 0) return Errno("chmod", to, errno);
+  if (fsync(out.fd) != 0) return Errno("fsync", to, errno);
+  return Status::Ok();
+}
+
+Status CopyTreeAt(int from_dir, const std::string& from_name, int to_dir,
+                  const std::string& to_name, const std::string& from, const std::string& to,
+                  dev_t dev) {
+  struct stat st {};
+  if (fstatat(from_dir, from_name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    return Errno("stat", from, errno);
+  }
+  if (S_ISREG(st.st_mode)) {
+    return CopyFileAt(from_dir, from_name, to_dir, to_name, from, to, /*keep_owner=*/true);
+  }
+  if (S_ISLNK(st.st_mode)) {
+    std::string target(static_cast<size_t>(st.st_size) + 1, '\0');
+    ssize_t n = readlinkat(from_dir, from_name.c_str(), target.data(), target.size());
+    if (n < 0) return Errno("readlink", from, errno);
+    target.resize(static_cast<size_t>(n));
+    if (symlinkat(target.c_str(), to_dir, to_name.c_str()) != 0) {
+      return Errno("symlink", to, errno);
+    }
+    if (fchownat(to_dir, to_name.c_str(), st.st_uid, st.st_gid, AT_SYMLINK_NOFOLLOW) != 0) {
+      return Errno("chown", to, errno);
+    }
+    return Status::Ok();
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return FailedPrecondition("copy " + from + ": neither a file, a directory nor a symlink");
+  }
+  if (st.st_dev != dev) {
+    return FailedPrecondition("copy " + from + ": another file system is mounted there");
+  }
+  Fd src(openat(from_dir, from_name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (src.fd < 0) return Errno("open", from, errno);
+  if (mkdirat(to_dir, to_name.c_str(), 0700) != 0) return Errno("mkdir", to, errno);
+  Fd dst(openat(to_dir, to_name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (dst.fd < 0) return Errno("open", to, errno);
+  int listing = dup(src.fd);
+  if (listing < 0) return Errno("dup", from, errno);
+  std::unique_ptr<DIR, int (*)(DIR*)> dir(fdopendir(listing), closedir);
+  if (!dir) {
+    int err = errno;
+    close(listing);
+    return Errno("opendir", from, err);
+  }
+  while (dirent* e = readdir(dir.get())) {
+    std::string child = e->d_name;
+    if (child == "." || child == "..") continue;
+    RETURN_IF_ERROR(
+        CopyTreeAt(src.fd, child, dst.fd, child, JoinPath(from, child), JoinPath(to, child), dev));
+  }
+  if (fchown(dst.fd, st.st_uid, st.st_gid) != 0) return Errno("chown", to, errno);
+  if (fchmod(dst.fd, st.st_mode & 07777) != 0) return Errno("chmod", to, errno);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status PosixFs::CopyFile(const std::string& from, const std::string& to) {
+  return CopyFileAt(AT_FDCWD, from, AT_FDCWD, to, from, to, /*keep_owner=*/false);
+}
+
+Status PosixFs::CopyTree(const std::string& from, const std::string& to) {
+  struct stat st {};
+  if (lstat(from.c_str(), &st) != 0) return Errno("stat", from, errno);
+  if (!S_ISDIR(st.st_mode)) return FailedPrecondition(from + " is not a directory");
+  return CopyTreeAt(AT_FDCWD, from, AT_FDCWD, to, from, to, st.st_dev);
+}
+
+Status PosixFs::Rename(const std::string& from, const std::string& to) {
+  if (rename(from.c_str(), to.c_str()) != 0) return Errno("rename " + from + " to", to, errno);
+  return Status::Ok();
+}
+
+StatusOr<int64_t> PosixFs::AllocatedBytes(const std::string& path) {
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0) return Errno("stat", path, errno);
+  if (!S_ISREG(st.st_mode)) return FailedPrecondition(path + " is not a regular file");
+  return static_cast<int64_t>(st.st_blocks) * 512;
 }
 
 }  // namespace pillar

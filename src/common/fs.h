@@ -64,6 +64,21 @@ class Fs {
   // The permission bits (at most 07777) of path itself (lstat).
   virtual StatusOr<mode_t> Mode(const std::string& path) = 0;
   virtual Status Chown(const std::string& path, uid_t uid, gid_t gid) = 0;
+
+  // Copies the regular file `from` to a new file `to` (ALREADY_EXISTS when
+  // it exists) with the same size and permission bits: a reflink (FICLONE)
+  // where the file system shares blocks, else a copy of the data ranges only
+  // (SEEK_DATA/SEEK_HOLE), so holes stay holes. Never follows a symlink.
+  virtual Status CopyFile(const std::string& from, const std::string& to) = 0;
+  // Copies the directory tree `from` to a new directory `to`: directories,
+  // regular files (as CopyFile), symlinks (as links), with their modes and
+  // owners. Anything else (devices, sockets) and another mounted file system
+  // below `from` are FAILED_PRECONDITION, never followed.
+  virtual Status CopyTree(const std::string& from, const std::string& to) = 0;
+  // rename(2): replaces `to` when it is a file or an empty directory.
+  virtual Status Rename(const std::string& from, const std::string& to) = 0;
+  // What a regular file takes on disk (st_blocks * 512).
+  virtual StatusOr<int64_t> AllocatedBytes(const std::string& path) = 0;
 };
 
 class PosixFs : public Fs {
@@ -88,6 +103,10 @@ class PosixFs : public Fs {
   Status Chmod(const std::string& path, mode_t mode) override;
   StatusOr<mode_t> Mode(const std::string& path) override;
   Status Chown(const std::string& path, uid_t uid, gid_t gid) override;
+  Status CopyFile(const std::string& from, const std::string& to) override;
+  Status CopyTree(const std::string& from, const std::string& to) override;
+  Status Rename(const std::string& from, const std::string& to) override;
+  StatusOr<int64_t> AllocatedBytes(const std::string& path) override;
 };
 
 // Joins path components with single slashes.

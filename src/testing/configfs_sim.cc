@@ -551,6 +551,31 @@ Status ConfigfsSim::ResizeFile(const std::string& path, int64_t size_bytes) {
   return posix_.ResizeFile(path, size_bytes);
 }
 
+Status ConfigfsSim::CopyFile(const std::string& from, const std::string& to) {
+  if (Relative(from).inside || Relative(to).inside) {
+    return Denied("copy " + from + " to " + to + ": configfs holds no regular files");
+  }
+  return posix_.CopyFile(from, to);
+}
+
+Status ConfigfsSim::CopyTree(const std::string& from, const std::string& to) {
+  if (Relative(from).inside || Relative(to).inside) {
+    return Denied("copy " + from + " to " + to + ": configfs trees are made by the kernel");
+  }
+  return posix_.CopyTree(from, to);
+}
+
+Status ConfigfsSim::Rename(const std::string& from, const std::string& to) {
+  if (Relative(from).inside || Relative(to).inside) {
+    return Denied("rename " + from + " to " + to + ": configfs renames nothing");
+  }
+  return posix_.Rename(from, to);
+}
+
+StatusOr<int64_t> ConfigfsSim::AllocatedBytes(const std::string& path) {
+  return posix_.AllocatedBytes(path);
+}
+
 StatusOr<int64_t> ConfigfsSim::FileSize(const std::string& path) { return posix_.FileSize(path); }
 
 StatusOr<FsCapacity> ConfigfsSim::StatVfs(const std::string& path) { return posix_.StatVfs(path); }

@@ -73,6 +73,11 @@ class ConfigfsSim : public Fs {
   Status Chmod(const std::string& path, mode_t mode) override;
   StatusOr<mode_t> Mode(const std::string& path) override;
   Status Chown(const std::string& path, uid_t uid, gid_t gid) override;
+  // configfs holds no regular files to copy and renames nothing: refused inside root.
+  Status CopyFile(const std::string& from, const std::string& to) override;
+  Status CopyTree(const std::string& from, const std::string& to) override;
+  Status Rename(const std::string& from, const std::string& to) override;
+  StatusOr<int64_t> AllocatedBytes(const std::string& path) override;
 
  private:
   using Kind = configfs_layout::Kind;

@@ -31,10 +31,37 @@ class FakeExec : public Exec {
   }
 
   StatusOr<ExecResult> Run(const Command& cmd) override {
-    Handler handler;
     {
       std::lock_guard<std::mutex> lock(mu_);
       calls_.push_back(cmd.argv);
+    }
+    return Answer(cmd);
+  }
+
+  // A pipeline is recorded as one call, "from... | to...", and each side is
+  // answered by its own rule.
+  StatusOr<PipeResult> RunPipe(const Command& from, const Command& to) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      std::vector<std::string> argv = from.argv;
+      argv.push_back("|");
+      argv.insert(argv.end(), to.argv.begin(), to.argv.end());
+      calls_.push_back(std::move(argv));
+    }
+    PipeResult result;
+    auto f = Answer(from);
+    if (!f.ok()) return f.status();
+    result.from = *f;
+    auto t = Answer(to);
+    if (!t.ok()) return t.status();
+    result.to = *t;
+    return result;
+  }
+
+  StatusOr<ExecResult> Answer(const Command& cmd) {
+    Handler handler;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
       size_t best = 0;
       for (const auto& rule : rules_) {
         if (rule.prefix.size() > cmd.argv.size() || rule.prefix.size() < best) continue;

@@ -25,4 +25,9 @@ std::string DescribeVolumeRoot(const VolumeRoot& root) {
          std::to_string(root.gid);
 }
 
+std::string OriginOf(const std::string& pool, VolumeSource::Kind kind, const std::string& name) {
+  return std::string(kind == VolumeSource::Kind::kSnapshot ? "snapshot " : "volume ") + pool + "/" +
+         name;
+}
+
 }  // namespace pillar::agent

@@ -32,7 +32,41 @@ struct BackendVolume {
   // served (e.g. "zeroing from byte 1073741824"); empty when complete.
   // Expose refuses a volume with one; a retried Create or Expand finishes it.
   std::string pending;
+  // Where the data came from, as agent.proto's Volume.origin says it:
+  // "snapshot <pool>/<snapshot>", "volume <pool>/<volume>", or "" for a
+  // volume made empty. Recorded on the object with the ownership mark.
+  std::string origin;
 };
+
+// A read-only point-in-time copy of a volume, kept by the backend apart from
+// its volumes (ZFS: a snapshot; lvm-thin: a thin snapshot LV; file: a copy).
+struct BackendSnapshot {
+  std::string name;           // the snapshot component of "<pool>/<snapshot>"
+  std::string source_volume;  // the name of the volume it was taken of
+  VolumeMode mode = VolumeMode::kBlock;
+  int64_t size_bytes = 0;  // the source's size when taken: never 0
+  int64_t creation_time_unix_nanos = 0;
+  std::string owner_uid;   // its ownership mark: the snapshot's uid
+  int64_t used_bytes = 0;  // what it takes on the pool now; 0 when unknown
+  bool detached = false;   // keeps nothing of its source alive
+  // Deleted, kept only while a volume made from it needs it: listed nowhere,
+  // never a source, reclaimed by the backend.
+  bool deleted = false;
+};
+
+// What a new volume starts as a copy of: a snapshot or another volume of the
+// same pool, marked with source_uid (checked before it is read).
+struct VolumeSource {
+  enum class Kind { kSnapshot, kVolume };
+  Kind kind = Kind::kSnapshot;
+  std::string name;  // in the new volume's pool
+  std::string source_uid;
+  // A copy sharing nothing with the source, instead of a dependent clone.
+  bool detached = false;
+};
+
+// "snapshot <pool>/<name>" or "volume <pool>/<name>": BackendVolume::origin.
+std::string OriginOf(const std::string& pool, VolumeSource::Kind kind, const std::string& name);
 
 // The permission bits and owner a new filesystem volume's root directory
 // gets (the StorageClass parameters nfsRootMode and nfsRootOwner), so the
@@ -96,7 +130,26 @@ class Backend {
   // reply succeeds; one below it is a shrink: OUT_OF_RANGE, nothing changes.
   virtual StatusOr<BackendVolume> Expand(const std::string& name, int64_t size_bytes,
                                          const std::string& owner_uid) = 0;
-  // Deletes the volume; a missing volume is success.
+  // Create, starting as a copy of `source` (never changed by it): a clone
+  // where the backend has them, a full copy when source.detached (or where
+  // the backend has nothing else), grown to size_bytes when that is larger
+  // than the source; smaller is OUT_OF_RANGE. The source must exist
+  // (NOT_FOUND; a deleted snapshot does not), have the same mode
+  // (INVALID_ARGUMENT) and carry source.source_uid's mark
+  // (FAILED_PRECONDITION, and it is not read). A volume made from a source
+  // keeps the source's root directory: `root` is validated, not applied.
+  // An existing volume of `name` is returned when Create would return it and
+  // it was made from this same source (a retry; it is grown to size_bytes if
+  // a crash cut the create short); made otherwise, ALREADY_EXISTS.
+  virtual StatusOr<BackendVolume> CreateFrom(const std::string& name, int64_t size_bytes,
+                                             VolumeMode mode,
+                                             const std::map<std::string, std::string>& params,
+                                             const std::string& owner_uid,
+                                             const std::optional<VolumeRoot>& root,
+                                             const VolumeSource& source) = 0;
+  // Deletes the volume; a missing volume is success. A volume whose data a
+  // snapshot still needs (ZFS) is hidden instead: gone from Get and List,
+  // its name not reusable, reclaimed by the backend once nothing needs it.
   virtual Status Delete(const std::string& name, const std::string& owner_uid) = 0;
   // Marks an existing, unmarked object as owner_uid's; the same mark is a
   // no-op, another uid's mark ALREADY_EXISTS, a missing object NOT_FOUND.
@@ -112,6 +165,26 @@ class Backend {
   virtual StatusOr<std::string> Expose(const std::string& name, VolumeMode mode) = 0;
   // Undoes Expose (detaches a loop device); a volume not exposed is success.
   virtual Status Unexpose(const std::string& name) = 0;
+
+  // Snapshots. Names share the volumes' grammar and are unique in a pool.
+  // CreateSnapshot takes a snapshot `name` of `volume`, which must carry
+  // volume_uid's mark (FAILED_PRECONDITION otherwise, nothing read), marked
+  // with snapshot_uid; it never changes the volume's data. An existing
+  // snapshot of that name is returned when it is snapshot_uid's, of the same
+  // volume and as detached; otherwise ALREADY_EXISTS. A backend without
+  // cheap snapshots (linear LVM) answers FAILED_PRECONDITION naming why.
+  virtual StatusOr<BackendSnapshot> CreateSnapshot(const std::string& volume,
+                                                   const std::string& volume_uid,
+                                                   const std::string& name,
+                                                   const std::string& snapshot_uid,
+                                                   bool detached) = 0;
+  // Succeeds at once: the snapshot leaves every listing; what a volume made
+  // from it still needs is kept, then reclaimed by the backend. A missing
+  // snapshot is success; another lifecycle's is FAILED_PRECONDITION.
+  virtual Status DeleteSnapshot(const std::string& name, const std::string& snapshot_uid) = 0;
+  // NOT_FOUND when there is none (or it was deleted).
+  virtual StatusOr<BackendSnapshot> GetSnapshot(const std::string& name) = 0;
+  virtual StatusOr<std::vector<BackendSnapshot>> ListSnapshots() = 0;
 };
 
 }  // namespace pillar::agent

@@ -11,6 +11,62 @@ namespace pillar::agent::backend_util {
 
 Status CheckVolumeName(const std::string& name) { return validate::VolumeName("volume", name); }
 
+Status CheckSnapshotName(const std::string& name) { return validate::VolumeName("snapshot", name); }
+
+Status CheckSourceUid(const std::string& source_uid) {
+  return validate::Uuid("sourceUid", source_uid);
+}
+
+Status CheckSameOrigin(const std::string& volume_id, const std::string& found,
+                       const std::string& wanted) {
+  if (found == wanted) return Status::Ok();
+  auto describe = [](const std::string& origin) {
+    return origin.empty() ? std::string("empty") : "from " + origin;
+  };
+  return AlreadyExists("volume " + volume_id + " already exists, made " + describe(found) +
+                       "; requested " + describe(wanted));
+}
+
+Status CheckSourceFits(const std::string& volume_id, const std::string& origin, VolumeMode mode,
+                       int64_t size_bytes, VolumeMode source_mode, int64_t source_bytes) {
+  if (mode != source_mode) {
+    return InvalidArgument("volume " + volume_id + ": " + origin + " is " +
+                           VolumeModeName(source_mode) + ", cannot make a " + VolumeModeName(mode) +
+                           " volume of it");
+  }
+  if (size_bytes < source_bytes) {
+    return OutOfRange("volume " + volume_id + ": " + std::to_string(size_bytes) +
+                      " bytes is less than the " + std::to_string(source_bytes) + " bytes of " +
+                      origin);
+  }
+  return Status::Ok();
+}
+
+Status CheckExistingSnapshot(const std::string& object, const BackendSnapshot& found,
+                             const std::string& volume, const std::string& snapshot_uid,
+                             bool detached) {
+  if (found.deleted) {
+    return AlreadyExists(object +
+                         " was deleted and is kept for the volumes made from it; the name is "
+                         "taken until they go");
+  }
+  if (found.owner_uid != snapshot_uid) {
+    return AlreadyExists(object + " exists and belongs to " +
+                         (found.owner_uid.empty() ? std::string("no lifecycle (no ownership mark)")
+                                                  : "lifecycle " + found.owner_uid) +
+                         ", not " + snapshot_uid);
+  }
+  if (found.source_volume != volume) {
+    return AlreadyExists(object + " exists and was taken of volume " + found.source_volume +
+                         ", not " + volume);
+  }
+  // A detached snapshot serves a request for a dependent one, not the reverse.
+  if (detached && !found.detached) {
+    return AlreadyExists(object + " exists and is not detached; requested a detached one");
+  }
+  return Status::Ok();
+}
+
 Status CheckSize(const std::string& volume_id, int64_t size_bytes) {
   if (size_bytes <= 0) {
     return InvalidArgument("volume " + volume_id + ": size must be positive, got " +

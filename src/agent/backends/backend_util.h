@@ -26,6 +26,8 @@ inline constexpr std::chrono::seconds kChangeTimeout{120};
 // INVALID_ARGUMENT unless `name` is a valid volume name; call before the
 // name reaches a path or a command line.
 Status CheckVolumeName(const std::string& name);
+// INVALID_ARGUMENT unless `name` is a valid snapshot name (a volume name).
+Status CheckSnapshotName(const std::string& name);
 // INVALID_ARGUMENT unless size_bytes > 0.
 Status CheckSize(const std::string& volume_id, int64_t size_bytes);
 // INVALID_ARGUMENT when `mode` is not one the backend serves.
@@ -38,6 +40,22 @@ Status CheckRoot(const std::string& volume_id, VolumeMode mode,
 // INVALID_ARGUMENT naming the first key that is not in `allowed`.
 Status CheckParamKeys(const std::string& kind, const std::map<std::string, std::string>& params,
                       const std::set<std::string>& allowed);
+
+// INVALID_ARGUMENT unless the uid a source must carry is a UUID.
+Status CheckSourceUid(const std::string& source_uid);
+// Create on an existing volume: ALREADY_EXISTS unless it was made from the
+// same origin (BackendVolume::origin; "" for none) as asked.
+Status CheckSameOrigin(const std::string& volume_id, const std::string& found,
+                       const std::string& wanted);
+// A volume made from a source (`origin`, for messages): INVALID_ARGUMENT for
+// another mode, OUT_OF_RANGE for a size below the source's.
+Status CheckSourceFits(const std::string& volume_id, const std::string& origin, VolumeMode mode,
+                       int64_t size_bytes, VolumeMode source_mode, int64_t source_bytes);
+// CreateSnapshot found `object` of the name: OK when it is snapshot_uid's,
+// of `volume` and as detached as asked; else ALREADY_EXISTS naming why.
+Status CheckExistingSnapshot(const std::string& object, const BackendSnapshot& found,
+                             const std::string& volume, const std::string& snapshot_uid,
+                             bool detached);
 
 // Create on an existing volume: OK when it has the requested mode and at
 // least the requested size, otherwise ALREADY_EXISTS naming both.

@@ -1,10 +1,12 @@
 #include "agent/backends/file_backend.h"
 
 #include <algorithm>
+#include <chrono>
 #include <nlohmann/json.hpp>
 #include <regex>
 
 #include "agent/backends/backend_util.h"
+#include "common/log.h"
 #include "common/validate.h"
 
 namespace pillar::agent {
@@ -71,13 +73,57 @@ StatusOr<FileSidecar> ParseFileSidecar(const std::string& text) {
     out.volume_uid = uid->get<std::string>();
     RETURN_IF_ERROR(validate::Uuid("volumeUid", out.volume_uid));
   }
+  if (auto origin = doc.find("origin"); origin != doc.end()) {
+    if (!origin->is_string()) return InvalidArgument("origin is not a string");
+    out.origin = origin->get<std::string>();
+  }
   return out;
+}
+
+StatusOr<FileSnapshotSidecar> ParseFileSnapshotSidecar(const std::string& text) {
+  nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_object()) return InvalidArgument("not a JSON object");
+  FileSnapshotSidecar out;
+  auto mode = doc.find("mode");
+  if (mode == doc.end() || !mode->is_string() || (*mode != "block" && *mode != "filesystem")) {
+    return InvalidArgument("mode is neither block nor filesystem");
+  }
+  out.mode = *mode == "block" ? VolumeMode::kBlock : VolumeMode::kFilesystem;
+  for (auto [key, field] : {std::pair{"size_bytes", &out.size_bytes},
+                            std::pair{"createdUnixNanos", &out.created_unix_nanos}}) {
+    auto it = doc.find(key);
+    if (it == doc.end() || !it->is_number_integer() ||
+        (it->is_number_unsigned() && it->get<uint64_t>() > INT64_MAX) || it->get<int64_t>() <= 0) {
+      return InvalidArgument(std::string(key) + " is not a positive integer");
+    }
+    *field = it->get<int64_t>();
+  }
+  for (auto [key, field] : {std::pair{"snapshotUid", &out.snapshot_uid},
+                            std::pair{"sourceVolume", &out.source_volume}}) {
+    auto it = doc.find(key);
+    if (it == doc.end() || !it->is_string())
+      return InvalidArgument(std::string(key) + " is not a string");
+    *field = it->get<std::string>();
+  }
+  RETURN_IF_ERROR(validate::Uuid("snapshotUid", out.snapshot_uid));
+  RETURN_IF_ERROR(validate::VolumeName("sourceVolume", out.source_volume));
+  return out;
+}
+
+std::string FormatFileSnapshotSidecar(const FileSnapshotSidecar& sidecar) {
+  nlohmann::json doc = {{"mode", VolumeModeName(sidecar.mode)},
+                        {"size_bytes", sidecar.size_bytes},
+                        {"snapshotUid", sidecar.snapshot_uid},
+                        {"sourceVolume", sidecar.source_volume},
+                        {"createdUnixNanos", sidecar.created_unix_nanos}};
+  return doc.dump() + "\n";
 }
 
 std::string FormatFileSidecar(const FileSidecar& sidecar) {
   nlohmann::json doc = {{"mode", VolumeModeName(sidecar.mode)}};
   if (sidecar.mode == VolumeMode::kFilesystem) doc["size_bytes"] = sidecar.size_bytes;
   if (!sidecar.volume_uid.empty()) doc["volumeUid"] = sidecar.volume_uid;
+  if (!sidecar.origin.empty()) doc["origin"] = sidecar.origin;
   return doc.dump() + "\n";
 }
 
@@ -104,13 +150,18 @@ StatusOr<std::optional<BackendVolume>> FileBackend::FindRow(const std::string& n
   if (fs_.Exists(image)) {
     ASSIGN_OR_RETURN(int64_t size, fs_.FileSize(image));
     BackendVolume vol{name, size, VolumeMode::kBlock, "", "", ""};
-    if (sidecar && sidecar->mode == VolumeMode::kBlock) vol.owner_uid = sidecar->volume_uid;
+    if (sidecar && sidecar->mode == VolumeMode::kBlock) {
+      vol.owner_uid = sidecar->volume_uid;
+      vol.origin = sidecar->origin;
+    }
     return std::optional<BackendVolume>(std::move(vol));
   }
   const std::string dir = DirPath(name);
   if (fs_.IsDir(dir) && sidecar && sidecar->mode == VolumeMode::kFilesystem) {
-    return std::optional<BackendVolume>(BackendVolume{
-        name, sidecar->size_bytes, VolumeMode::kFilesystem, "", dir, sidecar->volume_uid});
+    BackendVolume vol{name, sidecar->size_bytes, VolumeMode::kFilesystem, "",
+                      dir,  sidecar->volume_uid};
+    vol.origin = sidecar->origin;
+    return std::optional<BackendVolume>(std::move(vol));
   }
   return std::optional<BackendVolume>();
 }
@@ -188,7 +239,8 @@ StatusOr<BackendVolume> FileBackend::DoExpand(const BackendVolume& found, int64_
                    backend_util::PlanExpand(Id(vol.name), vol.size_bytes, target));
   if (growth == backend_util::Growth::kNone) return vol;
   if (vol.mode == VolumeMode::kFilesystem) {
-    RETURN_IF_ERROR(WriteSidecar(vol.name, {VolumeMode::kFilesystem, target, vol.owner_uid}));
+    RETURN_IF_ERROR(
+        WriteSidecar(vol.name, {VolumeMode::kFilesystem, target, vol.owner_uid, vol.origin}));
   } else {
     const std::string image = ImagePath(vol.name);
     // An attached loop device keeps its old size until told to re-read it.
@@ -218,7 +270,7 @@ Status FileBackend::DoDelete(const std::string& name, const std::optional<Backen
 }
 
 Status FileBackend::WriteMark(const BackendVolume& vol, const std::string& owner_uid) {
-  return WriteSidecar(vol.name, {vol.mode, vol.size_bytes, owner_uid});
+  return WriteSidecar(vol.name, {vol.mode, vol.size_bytes, owner_uid, vol.origin});
 }
 
 StatusOr<std::vector<BackendVolume>> FileBackend::ListVolumes() {
@@ -304,6 +356,149 @@ Status FileBackend::DetachAll(const std::string& image) {
     RETURN_IF_ERROR(exec_.RunOk({{"losetup", "--detach", dev}, "", kChangeTimeout}));
   }
   return Status::Ok();
+}
+
+// --- Snapshots and copies ------------------------------------------------------
+
+std::string FileBackend::SnapshotDir() const {
+  return JoinPath(JoinPath(dir_, kSidecarDir), "snapshots");
+}
+
+std::string FileBackend::SnapshotDataPath(const std::string& name, VolumeMode mode) const {
+  return JoinPath(SnapshotDir(), mode == VolumeMode::kBlock ? name + kImageSuffix : name);
+}
+
+std::string FileBackend::SnapshotSidecarPath(const std::string& name) const {
+  return JoinPath(SnapshotDir(), name + ".json");
+}
+
+std::string FileBackend::TempPath(const std::string& name) const {
+  return JoinPath(JoinPath(JoinPath(dir_, kSidecarDir), "tmp"), name);
+}
+
+StatusOr<std::optional<BackendSnapshot>> FileBackend::FindSnapshotRow(const std::string& name) {
+  const std::string path = SnapshotSidecarPath(name);
+  if (!fs_.Exists(path)) return std::optional<BackendSnapshot>();
+  ASSIGN_OR_RETURN(std::string text, fs_.ReadFile(path));
+  StatusOr<FileSnapshotSidecar> sidecar = ParseFileSnapshotSidecar(text);
+  if (!sidecar.ok()) {
+    return Internal("snapshot " + Id(name) + ": sidecar " + path +
+                    " is malformed: " + sidecar.status().message());
+  }
+  const std::string data = SnapshotDataPath(name, sidecar->mode);
+  // A sidecar whose copy never landed (a crash in between) marks nothing.
+  bool present = sidecar->mode == VolumeMode::kBlock ? fs_.FileSize(data).ok() : fs_.IsDir(data);
+  if (!present) return std::optional<BackendSnapshot>();
+  BackendSnapshot snap;
+  snap.name = name;
+  snap.source_volume = sidecar->source_volume;
+  snap.mode = sidecar->mode;
+  snap.size_bytes = sidecar->size_bytes;
+  snap.creation_time_unix_nanos = sidecar->created_unix_nanos;
+  snap.owner_uid = sidecar->snapshot_uid;
+  if (snap.mode == VolumeMode::kBlock) {
+    ASSIGN_OR_RETURN(snap.used_bytes, fs_.AllocatedBytes(data));
+  }
+  snap.detached = true;  // a copy holds nothing of its source
+  return std::optional<BackendSnapshot>(std::move(snap));
+}
+
+StatusOr<std::vector<BackendSnapshot>> FileBackend::ListSnapshotRows() {
+  std::vector<BackendSnapshot> out;
+  if (!fs_.IsDir(SnapshotDir())) return out;
+  ASSIGN_OR_RETURN(std::vector<DirEntry> entries, fs_.ListDir(SnapshotDir()));
+  for (const auto& e : entries) {
+    if (e.type != DirEntry::Type::kFile || !e.name.ends_with(".json")) continue;
+    std::string name = e.name.substr(0, e.name.size() - 5);
+    if (!backend_util::CheckSnapshotName(name).ok()) continue;
+    ASSIGN_OR_RETURN(std::optional<BackendSnapshot> snap, FindSnapshotRow(name));
+    if (snap) out.push_back(std::move(*snap));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const BackendSnapshot& a, const BackendSnapshot& b) { return a.name < b.name; });
+  return out;
+}
+
+StatusOr<std::string> FileBackend::CopyToTemp(const std::string& from, VolumeMode mode,
+                                              const std::string& name) {
+  const std::string tmp = TempPath(name);
+  RETURN_IF_ERROR(fs_.MakeDirs(JoinPath(JoinPath(dir_, kSidecarDir), "tmp")));
+  RETURN_IF_ERROR(fs_.RemoveTree(tmp));  // what an interrupted copy left
+  if (mode == VolumeMode::kBlock) {
+    RETURN_IF_ERROR(fs_.CopyFile(from, tmp));
+  } else {
+    RETURN_IF_ERROR(fs_.CopyTree(from, tmp));
+  }
+  return tmp;
+}
+
+StatusOr<BackendSnapshot> FileBackend::DoCreateSnapshot(const BackendVolume& vol,
+                                                        const std::string& name,
+                                                        const std::string& snapshot_uid,
+                                                        bool /*detached*/,
+                                                        std::unique_lock<std::mutex>& /*lock*/) {
+  const std::string source = vol.mode == VolumeMode::kBlock ? ImagePath(vol.name) : vol.export_path;
+  const std::string data = SnapshotDataPath(name, vol.mode);
+  RETURN_IF_ERROR(fs_.MakeDirs(SnapshotDir()));
+  // A copy a crash left without its sidecar is no snapshot: replaced.
+  RETURN_IF_ERROR(fs_.RemoveTree(data));
+  ASSIGN_OR_RETURN(std::string tmp, CopyToTemp(source, vol.mode, name));
+  auto now = std::chrono::system_clock::now().time_since_epoch();
+  FileSnapshotSidecar sidecar{vol.mode, vol.size_bytes, snapshot_uid, vol.name,
+                              std::chrono::duration_cast<std::chrono::nanoseconds>(now).count()};
+  RETURN_IF_ERROR(
+      fs_.WriteFileAtomic(SnapshotSidecarPath(name), FormatFileSnapshotSidecar(sidecar)));
+  RETURN_IF_ERROR(fs_.Rename(tmp, data));
+  log::Info("snapshot copied", {{"snapshot", Id(name)}, {"of", Id(vol.name)}});
+  return FindSnapshot(name);
+}
+
+Status FileBackend::DoDeleteSnapshot(const BackendSnapshot& snap) {
+  // The data first: a sidecar alone marks nothing.
+  RETURN_IF_ERROR(fs_.RemoveTree(SnapshotDataPath(snap.name, snap.mode)));
+  return fs_.Unlink(SnapshotSidecarPath(snap.name));
+}
+
+StatusOr<BackendVolume> FileBackend::CopyIntoVolume(const std::string& name, int64_t size_bytes,
+                                                    VolumeMode mode, const std::string& owner_uid,
+                                                    const std::string& from, int64_t bytes,
+                                                    const std::string& origin) {
+  ASSIGN_OR_RETURN(std::string tmp, CopyToTemp(from, mode, name));
+  int64_t size = std::max(size_bytes, bytes);
+  if (mode == VolumeMode::kBlock) {
+    ASSIGN_OR_RETURN(size, backend_util::RoundUp(size, kSectorBytes));
+    if (size > bytes) RETURN_IF_ERROR(fs_.ResizeFile(tmp, size));
+  }
+  // The mark before the data is in place, as for a new volume.
+  RETURN_IF_ERROR(
+      WriteSidecar(name, {mode, mode == VolumeMode::kFilesystem ? size : 0, owner_uid, origin}));
+  RETURN_IF_ERROR(fs_.Rename(tmp, mode == VolumeMode::kBlock ? ImagePath(name) : DirPath(name)));
+  ASSIGN_OR_RETURN(std::optional<BackendVolume> made, FindRow(name));
+  if (!made) return Internal("volume " + Id(name) + " vanished right after its copy");
+  return std::move(*made);
+}
+
+StatusOr<BackendVolume> FileBackend::DoCreateFromSnapshot(
+    const std::string& name, int64_t size_bytes, VolumeMode mode,
+    const std::map<std::string, std::string>& /*params*/, const std::string& owner_uid,
+    const BackendSnapshot& snap, bool /*detached*/, std::unique_lock<std::mutex>& /*lock*/) {
+  if (mode == VolumeMode::kFilesystem && fs_.Exists(DirPath(name))) {
+    return AlreadyExists(Object(name, mode) + " exists and is not pillar's (no sidecar)");
+  }
+  return CopyIntoVolume(name, size_bytes, mode, owner_uid, SnapshotDataPath(snap.name, mode),
+                        snap.size_bytes, OriginOf(pool_, VolumeSource::Kind::kSnapshot, snap.name));
+}
+
+StatusOr<BackendVolume> FileBackend::DoCloneVolume(
+    const std::string& name, int64_t size_bytes, VolumeMode mode,
+    const std::map<std::string, std::string>& /*params*/, const std::string& owner_uid,
+    const BackendVolume& source, bool /*detached*/, std::unique_lock<std::mutex>& /*lock*/) {
+  if (mode == VolumeMode::kFilesystem && fs_.Exists(DirPath(name))) {
+    return AlreadyExists(Object(name, mode) + " exists and is not pillar's (no sidecar)");
+  }
+  const std::string from = mode == VolumeMode::kBlock ? ImagePath(source.name) : source.export_path;
+  return CopyIntoVolume(name, size_bytes, mode, owner_uid, from, source.size_bytes,
+                        OriginOf(pool_, VolumeSource::Kind::kVolume, source.name));
 }
 
 }  // namespace pillar::agent

@@ -8,6 +8,17 @@
 // quota, so a filesystem volume's size lives in the sidecar too: it is what
 // was asked for, not enforced. Sidecars of pillar before the ownership marks
 // carry no owner.
+//
+// A snapshot is a copy kept apart from the volumes: <dir>/.pillar/snapshots/
+// <name>.img (block) or <name>/ (filesystem), with a sidecar
+// <dir>/.pillar/snapshots/<name>.json carrying its mark, mode, size, source
+// volume and creation time. A volume made from a snapshot or another volume
+// is a copy too, its origin in its sidecar. Copies are made through Fs
+// (FICLONE reflink where the file system has it, else a sparse copy that
+// keeps holes) into <dir>/.pillar/tmp/ and renamed into place once complete,
+// so a crash never leaves half a copy where a volume or snapshot is looked
+// for. Every copy is independent of its source: snapshots are detached, and
+// deleting a volume or snapshot never waits for another.
 #pragma once
 
 #include <mutex>
@@ -28,7 +39,20 @@ struct FileSidecar {
   VolumeMode mode = VolumeMode::kBlock;
   int64_t size_bytes = 0;
   std::string volume_uid;
+  std::string origin;  // "origin": BackendVolume::origin; absent when empty
 };
+
+// A snapshot's sidecar: {"mode", "size_bytes", "snapshotUid", "sourceVolume",
+// "createdUnixNanos"}.
+struct FileSnapshotSidecar {
+  VolumeMode mode = VolumeMode::kBlock;
+  int64_t size_bytes = 0;
+  std::string snapshot_uid;
+  std::string source_volume;
+  int64_t created_unix_nanos = 0;
+};
+StatusOr<FileSnapshotSidecar> ParseFileSnapshotSidecar(const std::string& text);
+std::string FormatFileSnapshotSidecar(const FileSnapshotSidecar& sidecar);
 // Parses a sidecar's text; INVALID_ARGUMENT naming what is wrong.
 StatusOr<FileSidecar> ParseFileSidecar(const std::string& text);
 std::string FormatFileSidecar(const FileSidecar& sidecar);
@@ -90,7 +114,41 @@ class FileBackend : public MarkedBackend<BackendVolume> {
   StatusOr<std::string> DoExpose(const BackendVolume& vol) override;
   Status DoUnexpose(const std::string& name) override;
 
+  StatusOr<std::optional<BackendSnapshot>> FindSnapshotRow(const std::string& name) override;
+  StatusOr<std::vector<BackendSnapshot>> ListSnapshotRows() override;
+  StatusOr<BackendSnapshot> DoCreateSnapshot(const BackendVolume& vol, const std::string& name,
+                                             const std::string& snapshot_uid, bool detached,
+                                             std::unique_lock<std::mutex>& lock) override;
+  Status DoDeleteSnapshot(const BackendSnapshot& snap) override;
+  StatusOr<BackendVolume> DoCreateFromSnapshot(const std::string& name, int64_t size_bytes,
+                                               VolumeMode mode,
+                                               const std::map<std::string, std::string>& params,
+                                               const std::string& owner_uid,
+                                               const BackendSnapshot& snap, bool detached,
+                                               std::unique_lock<std::mutex>& lock) override;
+  StatusOr<BackendVolume> DoCloneVolume(const std::string& name, int64_t size_bytes,
+                                        VolumeMode mode,
+                                        const std::map<std::string, std::string>& params,
+                                        const std::string& owner_uid, const BackendVolume& source,
+                                        bool detached, std::unique_lock<std::mutex>& lock) override;
+
  private:
+  std::string SnapshotDir() const;
+  // The snapshot's data: <name>.img or <name>/ under SnapshotDir().
+  std::string SnapshotDataPath(const std::string& name, VolumeMode mode) const;
+  std::string SnapshotSidecarPath(const std::string& name) const;
+  // Where a copy is made before it is renamed into place.
+  std::string TempPath(const std::string& name) const;
+  // A fresh copy of the file or tree at `from` at TempPath(name), replacing
+  // what an interrupted copy left there.
+  StatusOr<std::string> CopyToTemp(const std::string& from, VolumeMode mode,
+                                   const std::string& name);
+  // A new volume `name` as a copy of the data at `from` (`bytes` in size),
+  // marked as owner_uid's and made from `origin`, grown to size_bytes.
+  StatusOr<BackendVolume> CopyIntoVolume(const std::string& name, int64_t size_bytes,
+                                         VolumeMode mode, const std::string& owner_uid,
+                                         const std::string& from, int64_t bytes,
+                                         const std::string& origin);
   std::string ImagePath(const std::string& name) const;
   std::string DirPath(const std::string& name) const;
   std::string SidecarPath(const std::string& name) const;

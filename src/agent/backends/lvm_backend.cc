@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string_view>
 
@@ -77,6 +80,24 @@ constexpr size_t kAttrState = 4;
 
 constexpr char kOwnerTagPrefix[] = "pillar-csi.volume-uid.";
 constexpr char kZeroTagPrefix[] = "pillar-csi.zero-from.";
+constexpr char kSnapshotTagPrefix[] = "pillar-csi.snapshot-uid.";
+constexpr char kSnapshotOfTagPrefix[] = "pillar-csi.snapshot-of.";
+constexpr char kOriginSnapshotTagPrefix[] = "pillar-csi.origin-snapshot.";
+constexpr char kOriginVolumeTagPrefix[] = "pillar-csi.origin-volume.";
+
+// The value of the one tag in lv_tags ("a,b,c") starting with `prefix`; ""
+// without one.
+std::string TagValue(const std::string& tags, std::string_view prefix) {
+  size_t start = 0;
+  while (start <= tags.size()) {
+    size_t comma = tags.find(',', start);
+    if (comma == std::string::npos) comma = tags.size();
+    std::string_view tag(tags.data() + start, comma - start);
+    if (tag.starts_with(prefix)) return std::string(tag.substr(prefix.size()));
+    start = comma + 1;
+  }
+  return "";
+}
 
 // One chunk of zeroing may have to write every byte (no write-zeroes
 // offload): 4 GiB at ~15 MB/s.
@@ -138,7 +159,14 @@ Status LvmBackend::CheckConfig() const {
   return Status::Ok();
 }
 
+bool LvmBackend::IsSnapshot(const LvmRow& row) const {
+  return !thin_pool_.empty() && !row.snapshot_uid.empty() && row.attr[kAttrType] == 'V' &&
+         row.pool_lv == thin_pool_;
+}
+
 bool LvmBackend::IsOurs(const LvmRow& row) const {
+  // A snapshot is a thin LV too, but never a volume.
+  if (!row.snapshot_uid.empty()) return false;
   char type = row.attr[kAttrType];
   if (!thin_pool_.empty()) return type == 'V' && row.pool_lv == thin_pool_;
   // '-' plain linear, 'o' a linear LV that has a (thick) snapshot.
@@ -149,6 +177,7 @@ BackendVolume LvmBackend::ToVolume(const LvmRow& row) const {
   BackendVolume vol{row.name, row.size_bytes, VolumeMode::kBlock, DevicePath(row.name),
                     "",       row.owner_uid};
   if (row.zero_from) vol.pending = "zeroing from byte " + std::to_string(*row.zero_from);
+  vol.origin = row.origin;
   return vol;
 }
 
@@ -208,6 +237,18 @@ StatusOr<std::vector<LvmRow>> LvmBackend::ListRows() {
       return BadReport(cmd, "LV " + row.name + " lv_tags: " + zero_from.status().message());
     }
     row.zero_from = *zero_from;
+    row.snapshot_uid = TagValue(tags, kSnapshotTagPrefix);
+    if (!row.snapshot_uid.empty() && !validate::Uuid("snapshot tag", row.snapshot_uid).ok()) {
+      return BadReport(cmd, "LV " + row.name + " lv_tags: snapshot tag is not a UUID");
+    }
+    row.snapshot_of = TagValue(tags, kSnapshotOfTagPrefix);
+    std::string from_snapshot = TagValue(tags, kOriginSnapshotTagPrefix);
+    std::string from_volume = TagValue(tags, kOriginVolumeTagPrefix);
+    if (!from_snapshot.empty()) {
+      row.origin = OriginOf(vg_, VolumeSource::Kind::kSnapshot, from_snapshot);
+    } else if (!from_volume.empty()) {
+      row.origin = OriginOf(vg_, VolumeSource::Kind::kVolume, from_volume);
+    }
     if (row.attr.size() <= kAttrState) return BadReport(cmd, "lv_attr '" + row.attr + "'");
     // Hidden LVs ("[tp_tdata]") are parts of others; lvs -a alone lists them.
     if (!row.name.empty() && row.name.front() == '[') continue;
@@ -378,6 +419,158 @@ StatusOr<std::string> LvmBackend::DoExpose(const LvmRow& row) {
         exec_.RunOk(Lvm({"lvchange", "--activate", "y", "--", Id(name)}, kChangeTimeout)));
   }
   return DevicePath(name);
+}
+
+// --- Snapshots (lvm-thin) ----------------------------------------------------
+
+std::optional<int64_t> LvmBackend::ParseLvTime(const std::string& text) {
+  int year = 0, mon = 0, day = 0, hour = 0, min = 0, sec = 0, off = 0;
+  char sign = 0;
+  int used = 0;
+  if (std::sscanf(text.c_str(), "%4d-%2d-%2d %2d:%2d:%2d %c%4d%n", &year, &mon, &day, &hour, &min,
+                  &sec, &sign, &off, &used) != 8 ||
+      static_cast<size_t>(used) != text.size() || (sign != '+' && sign != '-') || mon < 1 ||
+      mon > 12 || day < 1 || day > 31 || hour > 23 || min > 59 || sec > 60 || off % 100 > 59) {
+    return std::nullopt;
+  }
+  std::tm tm{};
+  tm.tm_year = year - 1900;
+  tm.tm_mon = mon - 1;
+  tm.tm_mday = day;
+  tm.tm_hour = hour;
+  tm.tm_min = min;
+  tm.tm_sec = sec;
+  int64_t utc = static_cast<int64_t>(timegm(&tm));
+  int64_t offset = (off / 100) * 3600 + (off % 100) * 60;
+  return sign == '+' ? utc - offset : utc + offset;
+}
+
+Status LvmBackend::CheckSnapshots(bool /*detached*/) const {
+  if (!thin_pool_.empty()) return Status::Ok();
+  return FailedPrecondition(
+      "lvm pool " + vg_ +
+      " holds linear LVs, which have no cheap snapshots (a thick LVM snapshot copies on write "
+      "into space reserved up front and is lost when that fills); use an lvm-thin pool");
+}
+
+Status LvmBackend::CheckCopies(const VolumeSource& source) const {
+  if (!thin_pool_.empty()) return Status::Ok();
+  return FailedPrecondition("lvm pool " + vg_ + ": a volume made from a " +
+                            (source.kind == VolumeSource::Kind::kSnapshot ? "snapshot" : "volume") +
+                            " needs thin snapshots, which linear LVs do not have; use an "
+                            "lvm-thin pool");
+}
+
+StatusOr<std::vector<LvmRow>> LvmBackend::ListSnapshotLvs() {
+  std::vector<LvmRow> out;
+  if (thin_pool_.empty()) return out;  // linear pools take none
+  ASSIGN_OR_RETURN(std::vector<LvmRow> rows, ListRows());
+  bool any =
+      std::any_of(rows.begin(), rows.end(), [&](const LvmRow& row) { return IsSnapshot(row); });
+  if (!any) return out;
+  Command cmd =
+      Lvm({"lvs", "--reportformat", "json", "-o", "lv_name,lv_time", "--", vg_}, kQueryTimeout);
+  ASSIGN_OR_RETURN(std::string text, backend_util::RunForOutput(exec_, cmd));
+  ASSIGN_OR_RETURN(json times, ReportRows(cmd, text, "lv"));
+  std::map<std::string, int64_t> time_of;
+  for (const json& r : times) {
+    ASSIGN_OR_RETURN(std::string name, TextField(cmd, r, "lv_name"));
+    ASSIGN_OR_RETURN(std::string when, TextField(cmd, r, "lv_time"));
+    std::optional<int64_t> t = ParseLvTime(when);
+    if (!t) return BadReport(cmd, "LV " + name + " lv_time '" + when + "'");
+    time_of[name] = *t;
+  }
+  for (auto& row : rows) {
+    if (!IsSnapshot(row) || !backend_util::CheckSnapshotName(row.name).ok()) continue;
+    row.time_unix = time_of.count(row.name) != 0 ? time_of[row.name] : 0;
+    out.push_back(std::move(row));
+  }
+  return out;
+}
+
+BackendSnapshot LvmBackend::ToSnapshot(const LvmRow& row) const {
+  BackendSnapshot snap;
+  snap.name = row.name;
+  snap.source_volume = row.snapshot_of;
+  snap.mode = VolumeMode::kBlock;
+  snap.size_bytes = row.size_bytes;  // a thin snapshot has its origin's size when taken
+  snap.creation_time_unix_nanos = row.time_unix * 1000000000;
+  snap.owner_uid = row.snapshot_uid;
+  snap.detached = true;  // thin snapshots never hold their origin, nor it them
+  return snap;
+}
+
+StatusOr<std::optional<BackendSnapshot>> LvmBackend::FindSnapshotRow(const std::string& name) {
+  ASSIGN_OR_RETURN(std::vector<LvmRow> rows, ListSnapshotLvs());
+  for (const auto& row : rows) {
+    if (row.name == name) return std::optional<BackendSnapshot>(ToSnapshot(row));
+  }
+  if (thin_pool_.empty()) return std::optional<BackendSnapshot>();
+  // Another LV of the name (a volume, say) is no snapshot but holds the name.
+  ASSIGN_OR_RETURN(std::optional<LvmRow> other, FindRow(name));
+  if (other) {
+    return AlreadyExists("snapshot " + Id(name) + ": an LV of that name exists and is not a " +
+                         "snapshot (lv_attr " + other->attr + ")");
+  }
+  return std::optional<BackendSnapshot>();
+}
+
+StatusOr<std::vector<BackendSnapshot>> LvmBackend::ListSnapshotRows() {
+  ASSIGN_OR_RETURN(std::vector<LvmRow> rows, ListSnapshotLvs());
+  std::vector<BackendSnapshot> out;
+  for (const auto& row : rows) out.push_back(ToSnapshot(row));
+  return out;
+}
+
+StatusOr<BackendSnapshot> LvmBackend::DoCreateSnapshot(const LvmRow& row, const std::string& name,
+                                                       const std::string& snapshot_uid,
+                                                       bool /*detached*/,
+                                                       std::unique_lock<std::mutex>& /*lock*/) {
+  // No size: a thin snapshot in the origin's pool. The activation-skip flag
+  // keeps it inactive; nothing reads it but a new thin snapshot of it.
+  RETURN_IF_ERROR(
+      exec_.RunOk(Lvm({"lvcreate", "--yes", "--snapshot", "--setactivationskip", "y", "--addtag",
+                       kSnapshotTagPrefix + snapshot_uid, "--addtag",
+                       kSnapshotOfTagPrefix + row.name, "--name", name, "--", Id(row.name)},
+                      kChangeTimeout)));
+  return FindSnapshot(name);
+}
+
+Status LvmBackend::DoDeleteSnapshot(const BackendSnapshot& snap) {
+  // Thin snapshots are independent: nothing made from it needs it.
+  return exec_.RunOk(Lvm({"lvremove", "--yes", "--", Id(snap.name)}, kChangeTimeout));
+}
+
+StatusOr<BackendVolume> LvmBackend::ThinCopy(const std::string& name, int64_t size_bytes,
+                                             const std::string& owner_uid,
+                                             const std::string& source,
+                                             const std::string& origin_tag,
+                                             std::unique_lock<std::mutex>& lock) {
+  // --setactivationskip n: a volume activates like any other (a snapshot of
+  // a snapshot would inherit the default skip flag of thin snapshots).
+  RETURN_IF_ERROR(exec_.RunOk(
+      Lvm({"lvcreate", "--yes", "--snapshot", "--setactivationskip", "n", "--addtag",
+           OwnerTag(owner_uid), "--addtag", origin_tag, "--name", name, "--", Id(source)},
+          kChangeTimeout)));
+  ASSIGN_OR_RETURN(LvmRow made, FindVolume(name));
+  if (made.size_bytes < size_bytes) return DoExpand(made, size_bytes, lock);
+  return ToVolume(made);
+}
+
+StatusOr<BackendVolume> LvmBackend::DoCreateFromSnapshot(
+    const std::string& name, int64_t size_bytes, VolumeMode /*mode*/,
+    const std::map<std::string, std::string>& /*params*/, const std::string& owner_uid,
+    const BackendSnapshot& snap, bool /*detached*/, std::unique_lock<std::mutex>& lock) {
+  return ThinCopy(name, size_bytes, owner_uid, snap.name, kOriginSnapshotTagPrefix + snap.name,
+                  lock);
+}
+
+StatusOr<BackendVolume> LvmBackend::DoCloneVolume(
+    const std::string& name, int64_t size_bytes, VolumeMode /*mode*/,
+    const std::map<std::string, std::string>& /*params*/, const std::string& owner_uid,
+    const LvmRow& source, bool /*detached*/, std::unique_lock<std::mutex>& lock) {
+  return ThinCopy(name, size_bytes, owner_uid, source.name, kOriginVolumeTagPrefix + source.name,
+                  lock);
 }
 
 }  // namespace pillar::agent

@@ -1,10 +1,12 @@
 #include "agent/backends/zfs_backend.h"
 
+#include <algorithm>
 #include <regex>
 #include <set>
 #include <string_view>
 
 #include "agent/backends/backend_util.h"
+#include "common/log.h"
 #include "common/validate.h"
 
 namespace pillar::agent {
@@ -26,7 +28,20 @@ constexpr char kOwnerProperty[] = "pillar-csi:volume-uid";
 // A root directory mode and owner still to apply ("2770:1000:1000"): set by
 // zfs create together with the ownership mark, cleared once applied.
 constexpr char kRootPendingProperty[] = "pillar-csi:root-pending";
-constexpr size_t kColumns = 8;
+// Where a volume's data came from: "snapshot:<name>" or "volume:<name>".
+constexpr char kOriginProperty[] = "pillar-csi:origin";
+constexpr char kSnapshotOwnerProperty[] = "pillar-csi:snapshot-uid";
+// The source volume's size when the snapshot was taken (a file system's
+// snapshot has no refquota of its own).
+constexpr char kSnapshotSizeProperty[] = "pillar-csi:size-bytes";
+constexpr size_t kColumns = 9;
+// A deleted volume kept for its snapshots: "<volume>:deleted:<uid>".
+constexpr char kHiddenInfix[] = ":deleted:";
+// pillar's own snapshots: "<volume>@pillar:clone:<clone>" (a volume clone's
+// origin, deferred-destroyed at once) and "@pillar:copy:<copy>" (what a
+// detached copy sends).
+constexpr char kCloneSnapshotPrefix[] = "pillar:clone:";
+constexpr char kCopySnapshotPrefix[] = "pillar:copy:";
 
 Command Zfs(std::vector<std::string> argv, std::chrono::seconds timeout) {
   argv.insert(argv.begin(), "zfs");
@@ -126,21 +141,35 @@ std::optional<VolumeRoot> ParseRootPending(const std::string& text) {
 }  // namespace
 
 BackendVolume ZfsBackend::ToVolume(const ZfsRow& row) const {
-  if (row.mode == VolumeMode::kBlock) {
-    return BackendVolume{row.name, row.size_bytes, VolumeMode::kBlock, "/dev/zvol/" + Id(row.name),
-                         "",       row.owner_uid};
+  BackendVolume vol =
+      row.mode == VolumeMode::kBlock
+          ? BackendVolume{row.name, row.size_bytes, VolumeMode::kBlock, "/dev/zvol/" + Id(row.name),
+                          "",       row.owner_uid}
+          : BackendVolume{row.name, row.size_bytes, VolumeMode::kFilesystem,
+                          "",       row.mountpoint, row.owner_uid};
+  // "snapshot:<name>" -> "snapshot <pool>/<name>"; anything else is shown as found.
+  size_t colon = row.origin.find(':');
+  if (colon != std::string::npos) {
+    std::string kind = row.origin.substr(0, colon);
+    std::string source = row.origin.substr(colon + 1);
+    if (kind == "snapshot" || kind == "volume") {
+      vol.origin = OriginOf(
+          dataset_,
+          kind == "snapshot" ? VolumeSource::Kind::kSnapshot : VolumeSource::Kind::kVolume, source);
+    }
   }
-  return BackendVolume{row.name, row.size_bytes, VolumeMode::kFilesystem,
-                       "",       row.mountpoint, row.owner_uid};
+  if (vol.origin.empty()) vol.origin = row.origin;
+  return vol;
 }
 
 StatusOr<std::vector<ZfsRow>> ZfsBackend::ListRows() {
   // mountpoint last: it is the one column that is free text.
-  Command cmd = Zfs({"list", "-Hp", "-o",
-                     std::string("name,type,volsize,refquota,volblocksize,") + kOwnerProperty +
-                         "," + kRootPendingProperty + ",mountpoint",
-                     "-r", "-d", "1", "-t", "volume,filesystem", "--", dataset_},
-                    kQueryTimeout);
+  Command cmd =
+      Zfs({"list", "-Hp", "-o",
+           std::string("name,type,") + kOriginProperty + ",volsize,refquota,volblocksize," +
+               kOwnerProperty + "," + kRootPendingProperty + ",mountpoint",
+           "-r", "-d", "1", "-t", "volume,filesystem", "--", dataset_},
+          kQueryTimeout);
   ASSIGN_OR_RETURN(std::string out, backend_util::RunForOutput(exec_, cmd));
   std::vector<ZfsRow> rows;
   std::string pool_mountpoint;  // zfs lists the parent first
@@ -159,12 +188,14 @@ StatusOr<std::vector<ZfsRow>> ZfsBackend::ListRows() {
     }
     cols.push_back(line.substr(start));
     const std::string& full = cols[0];
-    const std::string& owner = cols[5];
-    const std::string& pending = cols[6];
+    const std::string& origin = cols[2];
+    const std::string& owner = cols[6];
+    const std::string& pending = cols[7];
     if (full == dataset_) {  // the parent itself
-      if (cols[7].starts_with("/")) pool_mountpoint = cols[7];
+      if (cols[8].starts_with("/")) pool_mountpoint = cols[8];
       for (const auto& [property, value] :
-           {std::pair{kOwnerProperty, owner}, std::pair{kRootPendingProperty, pending}}) {
+           {std::pair{kOwnerProperty, owner}, std::pair{kRootPendingProperty, pending},
+            std::pair{kOriginProperty, origin}}) {
         if (value == "-") continue;
         return FailedPrecondition("zfs pool " + dataset_ + " itself carries " + property + "=" +
                                   value + ", which every child inherits; clear it with 'zfs " +
@@ -180,8 +211,17 @@ StatusOr<std::vector<ZfsRow>> ZfsBackend::ListRows() {
     ZfsRow row;
     row.name = full.substr(prefix.size());
     row.pool_mountpoint = pool_mountpoint;
-    // A name pillar could not have made (or could not address) is not a volume.
-    if (!backend_util::CheckVolumeName(row.name).ok()) continue;
+    // A name pillar could not have made (or could not address) is not a
+    // volume; a deleted one kept for its snapshots is not one any more.
+    if (!backend_util::CheckVolumeName(row.name).ok()) {
+      size_t infix = row.name.find(kHiddenInfix);
+      if (infix == std::string::npos ||
+          !backend_util::CheckVolumeName(row.name.substr(0, infix)).ok()) {
+        continue;
+      }
+      row.hidden = true;
+    }
+    if (origin != "-") row.origin = origin;
     if (owner != "-") {
       if (!validate::Uuid(kOwnerProperty, owner).ok()) {
         return Internal("output of '" + cmd.ToString() + "': dataset '" + full + "' has " +
@@ -198,13 +238,13 @@ StatusOr<std::vector<ZfsRow>> ZfsBackend::ListRows() {
     }
     if (cols[1] == "volume") {
       row.mode = VolumeMode::kBlock;
-      ASSIGN_OR_RETURN(row.size_bytes, NumberColumn(cmd, cols[2], "volsize"));
-      ASSIGN_OR_RETURN(row.block_bytes, NumberColumn(cmd, cols[4], "volblocksize"));
+      ASSIGN_OR_RETURN(row.size_bytes, NumberColumn(cmd, cols[3], "volsize"));
+      ASSIGN_OR_RETURN(row.block_bytes, NumberColumn(cmd, cols[5], "volblocksize"));
     } else if (cols[1] == "filesystem") {
       row.mode = VolumeMode::kFilesystem;
-      ASSIGN_OR_RETURN(row.size_bytes, NumberColumn(cmd, cols[3], "refquota"));
+      ASSIGN_OR_RETURN(row.size_bytes, NumberColumn(cmd, cols[4], "refquota"));
       // "legacy", "none" and "-" leave nothing to export.
-      if (cols[7].starts_with("/")) row.mountpoint = cols[7];
+      if (cols[8].starts_with("/")) row.mountpoint = cols[8];
     } else {
       return Internal("output of '" + cmd.ToString() + "': dataset '" + full + "' has type '" +
                       cols[1] + "'");
@@ -219,7 +259,7 @@ StatusOr<std::optional<ZfsRow>> ZfsBackend::FindRow(const std::string& name) {
   // exist" from other failures by zfs's stderr text.
   ASSIGN_OR_RETURN(std::vector<ZfsRow> rows, ListRows());
   for (auto& row : rows) {
-    if (row.name == name) return std::optional<ZfsRow>(std::move(row));
+    if (row.name == name && !row.hidden) return std::optional<ZfsRow>(std::move(row));
   }
   return std::optional<ZfsRow>();
 }
@@ -315,10 +355,29 @@ Status ZfsBackend::DoDelete(const std::string& name, const std::optional<ZfsRow>
   if (!row) return Status::Ok();
   Command cmd = Zfs({"destroy", "--", Id(name)}, kChangeTimeout);
   ASSIGN_OR_RETURN(ExecResult r, exec_.Run(cmd));
-  if (r.exit_code == 0) return Status::Ok();
+  if (r.exit_code == 0) {
+    // A clone's origin snapshot, deferred-destroyed, went with it: its
+    // volume may be a hidden one that nothing needs any more.
+    if (!row->origin.empty()) Reclaim();
+    return Status::Ok();
+  }
   std::string msg = backend_util::TrimEnd(r.err.empty() ? r.out : r.err);
   if (msg.find("does not exist") != std::string::npos) return Status::Ok();  // gone meanwhile
   std::string what = "volume " + Id(name) + ": '" + cmd.ToString() + "' refused: " + msg;
+  if (msg.find("has children") != std::string::npos) {
+    // Snapshots (or clones of them) still need the data: hide the volume
+    // instead, and reclaim it when the last of them goes.
+    ASSIGN_OR_RETURN(std::vector<ZfsSnapshotRow> snaps, ListSnapshotsOfPool());
+    bool has_snapshots = std::any_of(snaps.begin(), snaps.end(),
+                                     [&](const ZfsSnapshotRow& s) { return s.dataset == name; });
+    if (has_snapshots) {
+      const std::string hidden = Id(name + kHiddenInfix + row->owner_uid);
+      RETURN_IF_ERROR(exec_.RunOk(Zfs({"rename", "--", Id(name), hidden}, kChangeTimeout)));
+      log::Info("deleted volume kept hidden for its snapshots",
+                {{"volume", Id(name)}, {"keptAs", hidden}});
+      return Status::Ok();
+    }
+  }
   for (const char* blocker : {"has children", "dependent clones", "busy"}) {
     if (msg.find(blocker) != std::string::npos) return FailedPrecondition(what);
   }
@@ -335,7 +394,9 @@ StatusOr<std::vector<BackendVolume>> ZfsBackend::ListVolumes() {
   ASSIGN_OR_RETURN(std::vector<ZfsRow> rows, ListRows());
   std::vector<BackendVolume> out;
   out.reserve(rows.size());
-  for (const auto& row : rows) out.push_back(ToVolume(row));
+  for (const auto& row : rows) {
+    if (!row.hidden) out.push_back(ToVolume(row));
+  }
   return out;
 }
 
@@ -400,6 +461,300 @@ StatusOr<std::string> ZfsBackend::ExposeFilesystem(const ZfsRow& row) {
     return Internal("output of '" + mounted.ToString() + "' is '" + answer + "', not yes or no");
   }
   return row.mountpoint;
+}
+
+// --- Snapshots -------------------------------------------------------------
+
+Status ZfsBackend::CheckSnapshots(bool detached) const {
+  if (detached) {
+    return FailedPrecondition("zfs pool " + dataset_ +
+                              ": detached snapshots are not supported; take a snapshot and make "
+                              "a detached volume of it (source.detached) instead");
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::vector<ZfsSnapshotRow>> ZfsBackend::ListSnapshotsOfPool() {
+  // -d 2: the snapshots of the pool's direct children.
+  Command cmd = Zfs({"list", "-Hp", "-t", "snapshot", "-o",
+                     std::string("name,") + kSnapshotOwnerProperty + "," + kSnapshotSizeProperty +
+                         ",volsize,volblocksize,creation,used,defer_destroy",
+                     "-r", "-d", "2", "--", dataset_},
+                    kQueryTimeout);
+  ASSIGN_OR_RETURN(std::string out, backend_util::RunForOutput(exec_, cmd));
+  std::vector<ZfsSnapshotRow> rows;
+  constexpr size_t kSnapshotColumns = 8;
+  for (const std::string& line : Lines(out)) {
+    std::vector<std::string> cols;
+    size_t start = 0;
+    while (true) {
+      size_t tab = line.find('\t', start);
+      cols.push_back(line.substr(start, tab == std::string::npos ? tab : tab - start));
+      if (tab == std::string::npos) break;
+      start = tab + 1;
+    }
+    if (cols.size() != kSnapshotColumns) {
+      return Internal("output of '" + cmd.ToString() + "': line '" + line + "' does not have " +
+                      std::to_string(kSnapshotColumns) + " columns");
+    }
+    const std::string& full = cols[0];
+    const std::string prefix = dataset_ + "/";
+    size_t at = full.find('@');
+    if (at == std::string::npos) {
+      return Internal("output of '" + cmd.ToString() + "': '" + full + "' is not a snapshot");
+    }
+    if (!full.starts_with(prefix)) continue;  // a snapshot of the parent itself
+    ZfsSnapshotRow row;
+    row.dataset = full.substr(prefix.size(), at - prefix.size());
+    std::string name = full.substr(at + 1);
+    std::string source = row.dataset;
+    if (size_t infix = source.find(kHiddenInfix); infix != std::string::npos) {
+      source.resize(infix);
+    }
+    if (!backend_util::CheckVolumeName(source).ok()) continue;  // not below a volume
+    row.internal = name.starts_with(kCloneSnapshotPrefix) || name.starts_with(kCopySnapshotPrefix);
+    if (!row.internal && !backend_util::CheckSnapshotName(name).ok()) continue;
+    BackendSnapshot& snap = row.snapshot;
+    snap.name = name;
+    snap.source_volume = source;
+    if (cols[1] != "-") {
+      if (!validate::Uuid(kSnapshotOwnerProperty, cols[1]).ok()) {
+        return Internal("output of '" + cmd.ToString() + "': snapshot '" + full + "' has " +
+                        kSnapshotOwnerProperty + " '" + cols[1] + "', not a UUID");
+      }
+      snap.owner_uid = cols[1];
+    }
+    snap.mode = cols[3] == "-" ? VolumeMode::kFilesystem : VolumeMode::kBlock;
+    ASSIGN_OR_RETURN(int64_t volsize, NumberColumn(cmd, cols[3], "volsize"));
+    ASSIGN_OR_RETURN(row.block_bytes, NumberColumn(cmd, cols[4], "volblocksize"));
+    // What the mark recorded; a zvol's own volsize for a snapshot made by hand.
+    ASSIGN_OR_RETURN(snap.size_bytes, NumberColumn(cmd, cols[2], kSnapshotSizeProperty));
+    if (snap.size_bytes == 0) snap.size_bytes = volsize;
+    ASSIGN_OR_RETURN(int64_t creation, NumberColumn(cmd, cols[5], "creation"));
+    snap.creation_time_unix_nanos = creation * 1000000000;
+    ASSIGN_OR_RETURN(snap.used_bytes, NumberColumn(cmd, cols[6], "used"));
+    snap.deleted = cols[7] == "on";
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+StatusOr<std::optional<ZfsSnapshotRow>> ZfsBackend::FindZfsSnapshot(const std::string& name) {
+  ASSIGN_OR_RETURN(std::vector<ZfsSnapshotRow> rows, ListSnapshotsOfPool());
+  for (auto& row : rows) {
+    if (!row.internal && row.snapshot.name == name) {
+      return std::optional<ZfsSnapshotRow>(std::move(row));
+    }
+  }
+  return std::optional<ZfsSnapshotRow>();
+}
+
+StatusOr<std::optional<BackendSnapshot>> ZfsBackend::FindSnapshotRow(const std::string& name) {
+  ASSIGN_OR_RETURN(std::optional<ZfsSnapshotRow> row, FindZfsSnapshot(name));
+  if (!row) return std::optional<BackendSnapshot>();
+  return std::optional<BackendSnapshot>(std::move(row->snapshot));
+}
+
+StatusOr<std::vector<BackendSnapshot>> ZfsBackend::ListSnapshotRows() {
+  ASSIGN_OR_RETURN(std::vector<ZfsSnapshotRow> rows, ListSnapshotsOfPool());
+  std::vector<BackendSnapshot> out;
+  for (auto& row : rows) {
+    if (!row.internal) out.push_back(std::move(row.snapshot));
+  }
+  return out;
+}
+
+StatusOr<BackendSnapshot> ZfsBackend::DoCreateSnapshot(const ZfsRow& row, const std::string& name,
+                                                       const std::string& snapshot_uid,
+                                                       bool /*detached*/,
+                                                       std::unique_lock<std::mutex>& /*lock*/) {
+  RETURN_IF_ERROR(exec_.RunOk(
+      Zfs({"snapshot", "-o", std::string(kSnapshotOwnerProperty) + "=" + snapshot_uid, "-o",
+           std::string(kSnapshotSizeProperty) + "=" + std::to_string(row.size_bytes), "--",
+           Id(row.name) + "@" + name},
+          kChangeTimeout)));
+  return FindSnapshot(name);
+}
+
+Status ZfsBackend::DestroySnapshot(const std::string& snapshot, bool deferred) {
+  std::vector<std::string> argv = {"destroy"};
+  // -d: destroyed now, or (clones still need it) marked defer_destroy and
+  // destroyed by zfs when the last clone goes.
+  if (deferred) argv.push_back("-d");
+  argv.insert(argv.end(), {"--", snapshot});
+  return exec_.RunOk(Zfs(std::move(argv), kChangeTimeout));
+}
+
+Status ZfsBackend::DoDeleteSnapshot(const BackendSnapshot& snap) {
+  ASSIGN_OR_RETURN(std::optional<ZfsSnapshotRow> row, FindZfsSnapshot(snap.name));
+  if (!row) return Status::Ok();
+  RETURN_IF_ERROR(DestroySnapshot(Id(row->dataset) + "@" + snap.name, /*deferred=*/true));
+  log::Info("snapshot deleted", {{"snapshot", Id(snap.name)}, {"of", Id(row->dataset)}});
+  // Its volume may be a deleted one that this snapshot was the last to need.
+  if (row->dataset != snap.source_volume) Reclaim();
+  return Status::Ok();
+}
+
+void ZfsBackend::Reclaim() {
+  auto rows = ListRows();
+  auto snaps = ListSnapshotsOfPool();
+  if (!rows.ok() || !snaps.ok()) {
+    log::Warn(
+        "reclaim skipped",
+        {{"pool", dataset_}, {"error", (!rows.ok() ? rows.status() : snaps.status()).ToString()}});
+    return;
+  }
+  for (const auto& snap : *snaps) {
+    if (!snap.internal || snap.snapshot.deleted) continue;
+    // Left by a crash between an internal snapshot and its destroy.
+    Status s = DestroySnapshot(Id(snap.dataset) + "@" + snap.snapshot.name, /*deferred=*/true);
+    if (!s.ok()) log::Warn("reclaim of a snapshot failed", {{"error", s.ToString()}});
+  }
+  for (const auto& row : *rows) {
+    if (!row.hidden) continue;
+    bool needed = std::any_of(snaps->begin(), snaps->end(),
+                              [&](const ZfsSnapshotRow& snap) { return snap.dataset == row.name; });
+    if (needed) continue;
+    Status s = exec_.RunOk(Zfs({"destroy", "--", Id(row.name)}, kChangeTimeout));
+    if (s.ok()) {
+      log::Info("deleted volume reclaimed", {{"dataset", Id(row.name)}});
+    } else {
+      log::Warn("reclaim of a deleted volume failed", {{"error", s.ToString()}});
+    }
+  }
+}
+
+StatusOr<std::map<std::string, std::string>> ZfsBackend::LocalProperties(const std::string& dataset,
+                                                                         VolumeMode mode) {
+  std::string names;
+  for (const auto* set :
+       {&kCommonParams, mode == VolumeMode::kBlock ? &kBlockParams : &kFilesystemParams}) {
+    for (const auto& p : *set) {
+      if (p == "thin" || p == "volblocksize") continue;
+      names += (names.empty() ? "" : ",") + p;
+    }
+  }
+  Command cmd = Zfs({"get", "-Hp", "-s", "local", "-o", "property,value", names, "--", Id(dataset)},
+                    kQueryTimeout);
+  ASSIGN_OR_RETURN(std::string out, backend_util::RunForOutput(exec_, cmd));
+  std::map<std::string, std::string> props;
+  for (const std::string& line : Lines(out)) {
+    size_t tab = line.find('\t');
+    if (tab == std::string::npos) continue;
+    std::string key = line.substr(0, tab);
+    std::string value = line.substr(tab + 1);
+    // Only what a storage class could have set, formed as it would be.
+    if (CheckParams(mode, {{key, value}}).ok()) props[key] = value;
+  }
+  return props;
+}
+
+StatusOr<std::vector<std::string>> ZfsBackend::CopyOptions(
+    const std::string& source_dataset, VolumeMode mode, int64_t source_block_bytes,
+    const std::map<std::string, std::string>& params, const std::string& owner_uid,
+    const std::string& origin, int64_t refquota) {
+  if (auto it = params.find("volblocksize"); it != params.end()) {
+    ASSIGN_OR_RETURN(int64_t asked, ParseVolBlockSize(it->second));
+    if (asked != source_block_bytes) {
+      return InvalidArgument("zfs parameter 'volblocksize': a copy keeps its source's " +
+                             std::to_string(source_block_bytes) + "-byte blocks, not " +
+                             std::to_string(asked));
+    }
+  }
+  ASSIGN_OR_RETURN(auto props, LocalProperties(source_dataset, mode));
+  for (const auto& [key, value] : params) {
+    if (key != "thin" && key != "volblocksize") props[key] = value;
+  }
+  std::vector<std::string> options;
+  if (mode == VolumeMode::kBlock) {
+    options.insert(options.end(), {"-o", "volmode=dev"});
+  } else {
+    options.insert(options.end(), {"-o", "refquota=" + std::to_string(refquota)});
+  }
+  for (const auto& [key, value] : props) options.insert(options.end(), {"-o", key + "=" + value});
+  options.insert(options.end(), {"-o", std::string(kOwnerProperty) + "=" + owner_uid, "-o",
+                                 std::string(kOriginProperty) + "=" + origin});
+  return options;
+}
+
+StatusOr<BackendVolume> ZfsBackend::CopySnapshot(const std::string& name, int64_t size_bytes,
+                                                 VolumeMode mode, std::vector<std::string> options,
+                                                 const std::string& snapshot, int64_t source_bytes,
+                                                 bool detached,
+                                                 const std::map<std::string, std::string>& params) {
+  if (detached) {
+    // A full stream into a dataset of its own: nothing of the source is kept
+    // for it. The received snapshot gets an internal name and goes at once.
+    const std::string received = Id(name) + "@" + kCopySnapshotPrefix + name;
+    std::vector<std::string> receive = {"receive", "-u"};
+    receive.insert(receive.end(), options.begin(), options.end());
+    receive.insert(receive.end(), {"--", received});
+    RETURN_IF_ERROR(exec_.RunPipeOk(Zfs({"send", "--", Id(snapshot)}, kChangeTimeout),
+                                    Zfs(std::move(receive), kChangeTimeout)));
+    RETURN_IF_ERROR(DestroySnapshot(received, /*deferred=*/false));
+  } else {
+    std::vector<std::string> argv = {"clone"};
+    argv.insert(argv.end(), options.begin(), options.end());
+    argv.insert(argv.end(), {"--", Id(snapshot), Id(name)});
+    RETURN_IF_ERROR(exec_.RunOk(Zfs(std::move(argv), kChangeTimeout)));
+  }
+  ASSIGN_OR_RETURN(ZfsRow made, FindVolume(name));
+  if (mode == VolumeMode::kBlock) {
+    // A zvol copy starts with its source's volsize and no reservation.
+    int64_t target = source_bytes;
+    if (size_bytes > source_bytes) {
+      ASSIGN_OR_RETURN(target,
+                       backend_util::RoundUp(size_bytes, std::max<int64_t>(made.block_bytes, 512)));
+    }
+    if (target > made.size_bytes) {
+      RETURN_IF_ERROR(
+          exec_.RunOk(Zfs({"set", "volsize=" + std::to_string(target), Id(name)}, kChangeTimeout)));
+    }
+    if (auto it = params.find("thin"); it == params.end() || it->second != "true") {
+      // As a zvol made thick: space for every block is reserved.
+      RETURN_IF_ERROR(exec_.RunOk(Zfs({"set", "refreservation=auto", Id(name)}, kChangeTimeout)));
+    }
+    ASSIGN_OR_RETURN(made, FindVolume(name));
+  }
+  log::Info("volume made from a source",
+            {{"volume", Id(name)}, {"source", Id(snapshot)}, {"detached", detached}});
+  return ToVolume(made);
+}
+
+StatusOr<BackendVolume> ZfsBackend::DoCreateFromSnapshot(
+    const std::string& name, int64_t size_bytes, VolumeMode mode,
+    const std::map<std::string, std::string>& params, const std::string& owner_uid,
+    const BackendSnapshot& snap, bool detached, std::unique_lock<std::mutex>& /*lock*/) {
+  ASSIGN_OR_RETURN(std::optional<ZfsSnapshotRow> row, FindZfsSnapshot(snap.name));
+  if (!row) return NotFound("snapshot " + Id(snap.name) + " not found");
+  ASSIGN_OR_RETURN(std::vector<std::string> options,
+                   CopyOptions(row->dataset, mode, row->block_bytes, params, owner_uid,
+                               "snapshot:" + snap.name, std::max(size_bytes, snap.size_bytes)));
+  return CopySnapshot(name, size_bytes, mode, std::move(options), row->dataset + "@" + snap.name,
+                      snap.size_bytes, detached, params);
+}
+
+StatusOr<BackendVolume> ZfsBackend::DoCloneVolume(const std::string& name, int64_t size_bytes,
+                                                  VolumeMode mode,
+                                                  const std::map<std::string, std::string>& params,
+                                                  const std::string& owner_uid,
+                                                  const ZfsRow& source, bool detached,
+                                                  std::unique_lock<std::mutex>& /*lock*/) {
+  ASSIGN_OR_RETURN(std::vector<std::string> options,
+                   CopyOptions(source.name, mode, source.block_bytes, params, owner_uid,
+                               "volume:" + source.name, std::max(size_bytes, source.size_bytes)));
+  // The point in time the copy starts from; it never outlives the copy.
+  const std::string snapshot =
+      source.name + "@" + (detached ? kCopySnapshotPrefix : kCloneSnapshotPrefix) + name;
+  RETURN_IF_ERROR(exec_.RunOk(Zfs({"snapshot", "--", Id(snapshot)}, kChangeTimeout)));
+  auto made = CopySnapshot(name, size_bytes, mode, std::move(options), snapshot, source.size_bytes,
+                           detached, params);
+  // Deferred: a clone's origin goes when the clone goes; a detached copy's
+  // at once. Reclaim retries it when this fails.
+  Status destroyed = DestroySnapshot(Id(snapshot), /*deferred=*/true);
+  if (!made.ok()) return made.status();
+  RETURN_IF_ERROR(destroyed);
+  return made;
 }
 
 }  // namespace pillar::agent

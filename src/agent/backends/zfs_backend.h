@@ -16,6 +16,20 @@
 // are applied, then the property cleared. A dataset still carrying it is
 // not exposed, and a retried Create finishes it: a crash in between never
 // leaves a volume with the wrong root, and a finished one is never changed.
+//
+// Snapshots are ZFS snapshots <dataset>/<volume>@<snapshot>, marked with the
+// user property pillar-csi:snapshot-uid and carrying the volume's size in
+// pillar-csi:size-bytes. A volume made from one is a `zfs clone` (or, with
+// source.detached, `zfs send | zfs receive` of it), marked, recording
+// pillar-csi:origin, with the source's local properties carried over. A
+// clone of a volume goes through a snapshot "@pillar:clone:<new volume>"
+// destroyed at once with `zfs destroy -d` (deferred: it goes with the clone).
+// DeleteSnapshot is `zfs destroy -d`: a snapshot clones still need is kept
+// (defer_destroy=on, listed nowhere) until the last of them goes. A volume
+// with snapshots cannot be destroyed: Delete renames it to
+// "<volume>:deleted:<uid>" (':' is in no volume name, so it is no volume
+// and its name is free), and the backend destroys it once it has no
+// snapshots left (after every Delete and DeleteSnapshot that may end that).
 #pragma once
 
 #include <mutex>
@@ -43,6 +57,18 @@ struct ZfsRow {
   // has yet to apply; nullopt when there is none.
   std::optional<VolumeRoot> root_pending;
   std::string pool_mountpoint;  // the parent dataset's; "" unless an absolute path
+  // pillar-csi:origin: "snapshot:<name>" or "volume:<name>"; "" when unset.
+  std::string origin;
+  // A deleted volume kept for its snapshots ("<volume>:deleted:<uid>").
+  bool hidden = false;
+};
+
+// One row of `zfs list -t snapshot`, as parsed.
+struct ZfsSnapshotRow {
+  BackendSnapshot snapshot;
+  std::string dataset;      // the child component holding it (a hidden one too)
+  int64_t block_bytes = 0;  // volblocksize of a zvol's snapshot
+  bool internal = false;    // pillar's own "@pillar:clone:" or "@pillar:copy:"
 };
 
 class ZfsBackend : public MarkedBackend<ZfsRow> {
@@ -61,8 +87,9 @@ class ZfsBackend : public MarkedBackend<ZfsRow> {
 
   // Create rounds a zvol's size up to whole volume blocks (volblocksize, or
   // 16 KiB, the largest default of current OpenZFS, when it is not given).
-  // Delete runs zfs destroy without -r/-R/-f: a volume with snapshots,
-  // clones or users is FAILED_PRECONDITION carrying zfs's own message.
+  // Delete runs zfs destroy without -r/-R/-f: a volume with snapshots is
+  // hidden (see above); one with other children or users is
+  // FAILED_PRECONDITION carrying zfs's own message.
   // Capacity is the parent dataset's available space; total = available +
   // used.
   // Expose, block: /dev/zvol/<dataset>/<name>, UNAVAILABLE until udev made
@@ -102,7 +129,52 @@ class ZfsBackend : public MarkedBackend<ZfsRow> {
   StatusOr<std::string> DoExpose(const ZfsRow& row) override;
   Status DoUnexpose(const std::string& /*name*/) override { return Status::Ok(); }
 
+  Status CheckSnapshots(bool detached) const override;
+  StatusOr<std::optional<BackendSnapshot>> FindSnapshotRow(const std::string& name) override;
+  StatusOr<std::vector<BackendSnapshot>> ListSnapshotRows() override;
+  StatusOr<BackendSnapshot> DoCreateSnapshot(const ZfsRow& row, const std::string& name,
+                                             const std::string& snapshot_uid, bool detached,
+                                             std::unique_lock<std::mutex>& lock) override;
+  Status DoDeleteSnapshot(const BackendSnapshot& snap) override;
+  StatusOr<BackendVolume> DoCreateFromSnapshot(const std::string& name, int64_t size_bytes,
+                                               VolumeMode mode,
+                                               const std::map<std::string, std::string>& params,
+                                               const std::string& owner_uid,
+                                               const BackendSnapshot& snap, bool detached,
+                                               std::unique_lock<std::mutex>& lock) override;
+  StatusOr<BackendVolume> DoCloneVolume(const std::string& name, int64_t size_bytes,
+                                        VolumeMode mode,
+                                        const std::map<std::string, std::string>& params,
+                                        const std::string& owner_uid, const ZfsRow& source,
+                                        bool detached, std::unique_lock<std::mutex>& lock) override;
+
  private:
+  // Every snapshot of the pool's children, hidden volumes' and pillar's own
+  // internal ones included.
+  StatusOr<std::vector<ZfsSnapshotRow>> ListSnapshotsOfPool();
+  StatusOr<std::optional<ZfsSnapshotRow>> FindZfsSnapshot(const std::string& name);
+  // The properties of `dataset` (a child) set locally that a copy carries
+  // over: the allowlist of zfs_backend.cc for `mode`.
+  StatusOr<std::map<std::string, std::string>> LocalProperties(const std::string& dataset,
+                                                               VolumeMode mode);
+  // The -o options of a new volume made from `source_dataset`: its local
+  // properties, then `params` over them, then pillar's own.
+  StatusOr<std::vector<std::string>> CopyOptions(const std::string& source_dataset, VolumeMode mode,
+                                                 int64_t source_block_bytes,
+                                                 const std::map<std::string, std::string>& params,
+                                                 const std::string& owner_uid,
+                                                 const std::string& origin, int64_t refquota);
+  // `zfs clone` (dependent) or send|receive (detached) of `snapshot`
+  // ("<child>@<name>") into `name`, then grown to size_bytes.
+  StatusOr<BackendVolume> CopySnapshot(const std::string& name, int64_t size_bytes, VolumeMode mode,
+                                       std::vector<std::string> options,
+                                       const std::string& snapshot, int64_t source_bytes,
+                                       bool detached,
+                                       const std::map<std::string, std::string>& params);
+  // Destroys leftovers nothing needs any more: internal snapshots a crash
+  // left behind, and hidden volumes without snapshots. Failures are logged
+  // and retried by the next call, never returned.
+  void Reclaim();
   // A zvol's size: size_bytes rounded up to its volblocksize.
   static StatusOr<int64_t> ZvolBytes(int64_t size_bytes,
                                      const std::map<std::string, std::string>& params);
@@ -115,6 +187,8 @@ class ZfsBackend : public MarkedBackend<ZfsRow> {
   // search lets any local user of the storage node into a 0777 volume, so
   // its group and other bits go (like the file pool's directory).
   Status KeepPoolPrivate(const ZfsRow& row);
+
+  Status DestroySnapshot(const std::string& snapshot, bool deferred);
 
   const std::string dataset_;
   Exec& exec_;

@@ -653,5 +653,158 @@ TEST_F(FileBackendTest, RealLoopDeviceAttachReuseGrowDetach) {
   EXPECT_FALSE(fs_.Exists(Image("real")));
 }
 
+// --- Snapshots and copies, on a real directory ------------------------------------
+
+constexpr char kSnapOwner[] = "22222222-2222-4333-8444-555555555555";
+
+// Writes `data` at `offset` of an existing file.
+void WriteAt(const std::string& path, int64_t offset, const std::string& data) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(offset);
+  f.write(data.data(), static_cast<std::streamsize>(data.size()));
+}
+
+std::string ReadAt(const std::string& path, int64_t offset, size_t n) {
+  std::ifstream f(path, std::ios::binary);
+  f.seekg(offset);
+  std::string out(n, '\0');
+  f.read(out.data(), static_cast<std::streamsize>(n));
+  return out;
+}
+
+int64_t Blocks(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(lstat(path.c_str(), &st), 0) << path;
+  return static_cast<int64_t>(st.st_blocks);
+}
+
+TEST_F(FileBackendTest, SnapshotIsASparseCopyTheVolumeNeverTouches) {
+  ASSERT_TRUE(backend_->Create("v", 64 * kMiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
+  WriteAt(Image("v"), 0, "before");
+  WriteAt(Image("v"), 32 * kMiB, "middle");
+  auto snap = backend_->CreateSnapshot("v", kOwner, "s", kSnapOwner, false);
+  ASSERT_TRUE(snap.ok()) << snap.status().ToString();
+  EXPECT_EQ(snap->size_bytes, 64 * kMiB);
+  EXPECT_EQ(snap->source_volume, "v");
+  EXPECT_EQ(snap->owner_uid, kSnapOwner);
+  EXPECT_TRUE(snap->detached);
+  EXPECT_GT(snap->creation_time_unix_nanos, 0);
+  const std::string data = tmp_.Sub(".pillar/snapshots/s.img");
+  // Holes stay holes: the copy takes about what the two writes took.
+  EXPECT_LE(Blocks(data), Blocks(Image("v")) + 16);
+  EXPECT_LT(Blocks(data) * 512, kMiB);
+  EXPECT_EQ(snap->used_bytes, Blocks(data) * 512);
+
+  // The volume changes; the snapshot does not, and a restore has the old data.
+  WriteAt(Image("v"), 0, "after!");
+  EXPECT_EQ(ReadAt(data, 0, 6), "before");
+  auto restored =
+      backend_->CreateFrom("r", 128 * kMiB, VolumeMode::kBlock, {}, kOwner, std::nullopt,
+                           {VolumeSource::Kind::kSnapshot, "s", kSnapOwner, false});
+  ASSERT_TRUE(restored.ok()) << restored.status().ToString();
+  EXPECT_EQ(restored->size_bytes, 128 * kMiB);
+  EXPECT_EQ(restored->origin, "snapshot images/s");
+  EXPECT_EQ(ReadAt(Image("r"), 0, 6), "before");
+  EXPECT_EQ(ReadAt(Image("r"), 32 * kMiB, 6), "middle");
+  EXPECT_LT(Blocks(Image("r")) * 512, kMiB);
+  // Listed as a volume with its origin; the snapshot among the snapshots only.
+  auto got = backend_->Get("r");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->origin, "snapshot images/s");
+  auto vols = backend_->List();
+  ASSERT_TRUE(vols.ok());
+  EXPECT_EQ(vols->size(), 2u);
+  auto snaps = backend_->ListSnapshots();
+  ASSERT_TRUE(snaps.ok());
+  ASSERT_EQ(snaps->size(), 1u);
+  EXPECT_EQ((*snaps)[0].name, "s");
+  // Nothing of the copies is left in the temporary directory.
+  auto tmp_entries = fs_.ListDir(tmp_.Sub(".pillar/tmp"));
+  ASSERT_TRUE(tmp_entries.ok());
+  EXPECT_THAT(*tmp_entries, IsEmpty());
+}
+
+TEST_F(FileBackendTest, CopiesAreIndependentOfTheirSources) {
+  ASSERT_TRUE(backend_->Create("v", 8 * kMiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
+  WriteAt(Image("v"), 0, "origin");
+  ASSERT_TRUE(backend_->CreateSnapshot("v", kOwner, "s", kSnapOwner, false).ok());
+  auto clone = backend_->CreateFrom("c", 8 * kMiB, VolumeMode::kBlock, {}, kOwner, std::nullopt,
+                                    {VolumeSource::Kind::kVolume, "v", kOwner, false});
+  ASSERT_TRUE(clone.ok()) << clone.status().ToString();
+  EXPECT_EQ(clone->origin, "volume images/v");
+  WriteAt(Image("c"), 0, "clone!");
+  EXPECT_EQ(ReadAt(Image("v"), 0, 6), "origin");
+  // Deleting the source, then the snapshot, leaves the clone whole.
+  OnLoopList(kNoLoops);
+  ASSERT_TRUE(backend_->Delete("v", kOwner).ok());
+  ASSERT_TRUE(backend_->DeleteSnapshot("s", kSnapOwner).ok());
+  EXPECT_FALSE(fs_.Exists(tmp_.Sub(".pillar/snapshots/s.img")));
+  EXPECT_FALSE(fs_.Exists(tmp_.Sub(".pillar/snapshots/s.json")));
+  EXPECT_EQ(ReadAt(Image("c"), 0, 6), "clone!");
+  // A retried create of the clone from the (now gone) source returns it.
+  EXPECT_TRUE(backend_
+                  ->CreateFrom("c", 8 * kMiB, VolumeMode::kBlock, {}, kOwner, std::nullopt,
+                               {VolumeSource::Kind::kVolume, "v", kOwner, false})
+                  .ok());
+  EXPECT_EQ(backend_
+                ->CreateFrom("c", 8 * kMiB, VolumeMode::kBlock, {}, kOwner, std::nullopt,
+                             {VolumeSource::Kind::kSnapshot, "s", kSnapOwner, false})
+                .status()
+                .code(),
+            Code::kAlreadyExists);
+}
+
+TEST_F(FileBackendTest, DirectorySnapshotsCopyTheTreeWithModesAndLinks) {
+  ASSERT_TRUE(
+      backend_->Create("d", kGiB, VolumeMode::kFilesystem, {}, kOwner, VolumeRoot{02770, 0, 0})
+          .ok());
+  const std::string dir = tmp_.Sub("d");
+  ASSERT_TRUE(fs_.MakeDir(dir + "/sub").ok());
+  ASSERT_TRUE(fs_.WriteFile(dir + "/sub/f", "data").ok());
+  ASSERT_TRUE(fs_.Chmod(dir + "/sub/f", 0640).ok());
+  ASSERT_TRUE(fs_.Symlink("sub/f", dir + "/link").ok());
+  auto snap = backend_->CreateSnapshot("d", kOwner, "ds", kSnapOwner, false);
+  ASSERT_TRUE(snap.ok()) << snap.status().ToString();
+  EXPECT_EQ(snap->mode, VolumeMode::kFilesystem);
+  EXPECT_EQ(snap->size_bytes, kGiB);
+  ASSERT_TRUE(fs_.WriteFile(dir + "/sub/f", "changed").ok());
+  auto r = backend_->CreateFrom("dr", kGiB, VolumeMode::kFilesystem, {}, kOwner, std::nullopt,
+                                {VolumeSource::Kind::kSnapshot, "ds", kSnapOwner, false});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*fs_.ReadFile(tmp_.Sub("dr/sub/f")), "data");
+  EXPECT_EQ(*fs_.ReadLink(tmp_.Sub("dr/link")), "sub/f");
+  EXPECT_EQ(RootOf(tmp_.Sub("dr/sub/f")).mode, 0640u);
+  EXPECT_EQ(RootOf(tmp_.Sub("dr")).mode, 02770u);
+  // A block snapshot cannot become a filesystem volume, nor a smaller one.
+  EXPECT_EQ(backend_
+                ->CreateFrom("x", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt,
+                             {VolumeSource::Kind::kSnapshot, "ds", kSnapOwner, false})
+                .status()
+                .code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(backend_
+                ->CreateFrom("x", kMiB, VolumeMode::kFilesystem, {}, kOwner, std::nullopt,
+                             {VolumeSource::Kind::kSnapshot, "ds", kSnapOwner, false})
+                .status()
+                .code(),
+            Code::kOutOfRange);
+}
+
+TEST(FsCopyTest, CopyFileKeepsHolesAndRefusesToOverwrite) {
+  testing::TempDir tmp;
+  PosixFs fs;
+  const std::string from = tmp.Sub("from"), to = tmp.Sub("to");
+  ASSERT_TRUE(fs.CreateSparseFile(from, 256 * kMiB).ok());
+  WriteAt(from, 100 * kMiB, std::string(4096, 'x'));
+  ASSERT_TRUE(fs.CopyFile(from, to).ok());
+  EXPECT_EQ(*fs.FileSize(to), 256 * kMiB);
+  EXPECT_EQ(ReadAt(to, 100 * kMiB, 4096), std::string(4096, 'x'));
+  EXPECT_LT(Blocks(to) * 512, 4 * kMiB) << "holes were filled";
+  EXPECT_EQ(*fs.AllocatedBytes(to), Blocks(to) * 512);
+  EXPECT_EQ(fs.CopyFile(from, to).code(), Code::kAlreadyExists);
+  ASSERT_TRUE(fs.Symlink(from, tmp.Sub("link")).ok());
+  EXPECT_FALSE(fs.CopyFile(tmp.Sub("link"), tmp.Sub("to2")).ok()) << "a symlink is never followed";
+}
+
 }  // namespace
 }  // namespace pillar::agent

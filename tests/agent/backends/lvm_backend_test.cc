@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <future>
 #include <map>
@@ -717,6 +718,120 @@ TEST_F(LvmBackendTest, AZeroingDoesNotHoldUpOtherVolumes) {
   };
   ASSERT_TRUE(b->Create("new", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
   EXPECT_TRUE(served_meanwhile);
+}
+
+// --- Snapshots (lvm-thin) -------------------------------------------------------
+
+constexpr char kSnapOwner[] = "22222222-2222-4333-8444-555555555555";
+
+// thin-1 (a volume), a thin snapshot of it (activation skip: 'k' in lv_attr
+// [9]) and a volume restored from that snapshot.
+std::string ThinVgWithSnapshot() {
+  return Lvs(
+      {LvRow("tp", 10 * kGiB, "twi-aotz--"), LvRow("thin-1", 5 * kGiB, "Vwi-a-tz--", "tp"),
+       LvRow(
+           "s-1", 5 * kGiB, "Vwi---tz-k", "tp",
+           std::string("pillar-csi.snapshot-uid.") + kSnapOwner + ",pillar-csi.snapshot-of.thin-1"),
+       LvRow("r-1", 6 * kGiB, "Vwi-a-tz--", "tp",
+             std::string("pillar-csi.volume-uid.") + kOwner + ",pillar-csi.origin-snapshot.s-1")});
+}
+
+constexpr char kLvTimes[] =
+    "  {\"report\": [{\"lv\": [{\"lv_name\":\"tp\", \"lv_time\":\"2026-12-01 10:00:00 +0000\"},"
+    " {\"lv_name\":\"s-1\", \"lv_time\":\"2026-12-06 23:04:58 +0100\"}]}]}\n";
+
+TEST_F(LvmBackendTest, ThinSnapshotsAreNoVolumesAndCarryTheirMarks) {
+  exec_.OnOutput({"lvs", "--reportformat", "json", "--units"}, ThinVgWithSnapshot());
+  exec_.OnOutput({"lvs", "--reportformat", "json", "-o", "lv_name,lv_time"}, kLvTimes);
+  auto b = Thin();
+  auto vols = b->List();
+  ASSERT_TRUE(vols.ok()) << vols.status().ToString();
+  ASSERT_EQ(vols->size(), 2u);
+  EXPECT_EQ((*vols)[0].name, "thin-1");
+  EXPECT_EQ((*vols)[1].origin, "snapshot vg0/s-1");
+  EXPECT_EQ(b->Get("s-1").status().code(), Code::kFailedPrecondition);
+  auto snaps = b->ListSnapshots();
+  ASSERT_TRUE(snaps.ok()) << snaps.status().ToString();
+  ASSERT_EQ(snaps->size(), 1u);
+  const BackendSnapshot& s = (*snaps)[0];
+  EXPECT_EQ(s.name, "s-1");
+  EXPECT_EQ(s.source_volume, "thin-1");
+  EXPECT_EQ(s.size_bytes, 5 * kGiB);
+  EXPECT_EQ(s.owner_uid, kSnapOwner);
+  EXPECT_TRUE(s.detached);
+  // 2026-12-06 22:04:58 UTC.
+  EXPECT_EQ(s.creation_time_unix_nanos, int64_t{1796594698} * 1000000000);
+}
+
+TEST_F(LvmBackendTest, ParsesLvTime) {
+  EXPECT_EQ(LvmBackend::ParseLvTime("1970-01-01 00:00:00 +0000"), 0);
+  EXPECT_EQ(LvmBackend::ParseLvTime("1970-01-01 01:30:00 +0130"), 0);
+  EXPECT_EQ(LvmBackend::ParseLvTime("1969-12-31 22:00:00 -0200"), 0);
+  for (const char* bad : {"", "2026-12-06", "2026-13-06 00:00:00 +0000", "2026-12-06 00:00:00 0000",
+                          "2026-12-06 00:00:00 +0000 x"}) {
+    EXPECT_EQ(LvmBackend::ParseLvTime(bad), std::nullopt) << bad;
+  }
+}
+
+TEST_F(LvmBackendTest, ThinSnapshotIsAnLvcreateSnapshotWithActivationSkip) {
+  exec_.OnOutput({"lvs"}, ThinVgWithSnapshot());
+  exec_.OnOutput({"lvs", "--reportformat", "json", "-o", "lv_name,lv_time"}, kLvTimes);
+  exec_.OnOutput({"lvcreate"}, "");
+  (void)Thin()->CreateSnapshot("thin-1", kOwner, "s-2", kSnapOwner, false);
+  EXPECT_THAT(exec_.CallLines(),
+              ::testing::Contains(std::string("lvcreate --yes --snapshot --setactivationskip y "
+                                              "--addtag pillar-csi.snapshot-uid.") +
+                                  kSnapOwner +
+                                  " --addtag pillar-csi.snapshot-of.thin-1 --name s-2 -- "
+                                  "vg0/thin-1"));
+}
+
+TEST_F(LvmBackendTest, RestoreIsAThinSnapshotOfTheSnapshotGrownByLvextend) {
+  exec_.OnOutput({"lvs", "--reportformat", "json", "-o", "lv_name,lv_time"}, kLvTimes);
+  std::string after = ThinVgWithSnapshot();
+  after.insert(after.find(kLvsFooter) - 1,
+               ",\n" + LvRow("r-2", 5 * kGiB, "Vwi-a-tz--", "tp",
+                             std::string("pillar-csi.volume-uid.") + kOwner +
+                                 ",pillar-csi.origin-snapshot.s-1"));
+  OnLvsChangingAfter("lvcreate", ThinVgWithSnapshot(), after);
+  exec_.OnOutput({"lvextend"}, "");
+  VolumeSource from{VolumeSource::Kind::kSnapshot, "s-1", kSnapOwner, false};
+  (void)Thin()->CreateFrom("r-2", 6 * kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt, from);
+  std::vector<std::string> changes;
+  for (const auto& line : exec_.CallLines()) {
+    if (!line.starts_with("lvs")) changes.push_back(line);
+  }
+  EXPECT_THAT(
+      changes,
+      ElementsAre(std::string("lvcreate --yes --snapshot --setactivationskip n --addtag "
+                              "pillar-csi.volume-uid.") +
+                      kOwner + " --addtag pillar-csi.origin-snapshot.s-1 --name r-2 -- vg0/s-1",
+                  "lvextend --size 6442450944b -- vg0/r-2"));
+}
+
+TEST_F(LvmBackendTest, DeleteSnapshotIsAnLvremoveGuardedByItsMark) {
+  exec_.OnOutput({"lvs", "--reportformat", "json", "--units"}, ThinVgWithSnapshot());
+  exec_.OnOutput({"lvs", "--reportformat", "json", "-o", "lv_name,lv_time"}, kLvTimes);
+  exec_.OnOutput({"lvremove"}, "");
+  EXPECT_EQ(Thin()->DeleteSnapshot("s-1", kOwner).code(), Code::kFailedPrecondition);
+  EXPECT_TRUE(Thin()->DeleteSnapshot("s-1", kSnapOwner).ok());
+  auto lines = exec_.CallLines();
+  EXPECT_EQ(std::count(lines.begin(), lines.end(), std::string("lvremove --yes -- vg0/s-1")), 1);
+}
+
+TEST_F(LvmBackendTest, LinearPoolsRefuseSnapshotsAndCopiesNamingWhy) {
+  auto b = Linear();
+  auto snap = b->CreateSnapshot("vol-1", kOwner, "s", kSnapOwner, false);
+  EXPECT_EQ(snap.status().code(), Code::kFailedPrecondition);
+  EXPECT_THAT(snap.status().message(), HasSubstr("use an lvm-thin pool"));
+  VolumeSource from{VolumeSource::Kind::kVolume, "vol-1", kOwner, false};
+  auto copy = b->CreateFrom("c", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt, from);
+  EXPECT_EQ(copy.status().code(), Code::kFailedPrecondition);
+  EXPECT_THAT(copy.status().message(), HasSubstr("lvm-thin"));
+  auto list = b->ListSnapshots();
+  ASSERT_TRUE(list.ok());
+  EXPECT_THAT(*list, IsEmpty());
+  EXPECT_THAT(exec_.calls(), IsEmpty());
 }
 
 }  // namespace

@@ -26,17 +26,19 @@ constexpr int64_t kGiB = int64_t{1} << 30;
 // property does not apply or a user property is unset, refquota 0 for none.
 // The parent dataset itself comes first.
 constexpr char kList[] =
-    "tank/pillar\tfilesystem\t-\t0\t-\t-\t-\t/tank/pillar\n"
-    "tank/pillar/vol-1\tvolume\t10737418240\t-\t16384\t11111111-2222-4333-8444-555555555555\t-\t-\n"
-    "tank/pillar/fs-1\tfilesystem\t-\t5368709120\t-\t11111111-2222-4333-8444-555555555555\t-\t/"
+    "tank/pillar\tfilesystem\t-\t-\t0\t-\t-\t-\t/tank/pillar\n"
+    "tank/pillar/"
+    "vol-1\tvolume\t-\t10737418240\t-\t16384\t11111111-2222-4333-8444-555555555555\t-\t-\n"
+    "tank/pillar/fs-1\tfilesystem\t-\t-\t5368709120\t-\t11111111-2222-4333-8444-555555555555\t-\t/"
     "tank/"
     "pillar/fs-1\n"
     "tank/pillar/"
-    "legacy\tfilesystem\t-\t1073741824\t-\t11111111-2222-4333-8444-555555555555\t-\tlegacy\n";
-constexpr char kListParentOnly[] = "tank/pillar\tfilesystem\t-\t0\t-\t-\t-\t/tank/pillar\n";
+    "legacy\tfilesystem\t-\t-\t1073741824\t-\t11111111-2222-4333-8444-555555555555\t-\tlegacy\n";
+constexpr char kListParentOnly[] = "tank/pillar\tfilesystem\t-\t-\t0\t-\t-\t-\t/tank/pillar\n";
 constexpr char kListCmd[] =
     "zfs list -Hp -o "
-    "name,type,volsize,refquota,volblocksize,pillar-csi:volume-uid,pillar-csi:root-pending,"
+    "name,type,pillar-csi:origin,volsize,refquota,volblocksize,pillar-csi:volume-uid,pillar-csi:"
+    "root-pending,"
     "mountpoint -r "
     "-d 1 -t "
     "volume,filesystem -- tank/pillar";
@@ -131,7 +133,7 @@ TEST_F(ZfsBackendTest, CreateZvol) {
       {"zfs", "create"}, kList,
       std::string(kList) +
           "tank/pillar/"
-          "vol-2\tvolume\t1073741824\t-\t16384\t11111111-2222-4333-8444-555555555555\t-\t-\n");
+          "vol-2\tvolume\t-\t1073741824\t-\t16384\t11111111-2222-4333-8444-555555555555\t-\t-\n");
   auto vol = Backend()->Create("vol-2", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt);
   ASSERT_TRUE(vol.ok()) << vol.status().ToString();
   EXPECT_EQ(vol->size_bytes, kGiB);
@@ -150,7 +152,7 @@ TEST_F(ZfsBackendTest, CreateSparseZvolWithPropertiesRoundsToTheBlockSize) {
       {"zfs", "create"}, kList,
       std::string(kList) +
           "tank/pillar/"
-          "vol-2\tvolume\t1073807360\t-\t65536\t11111111-2222-4333-8444-555555555555\t-\t-\n");
+          "vol-2\tvolume\t-\t1073807360\t-\t65536\t11111111-2222-4333-8444-555555555555\t-\t-\n");
   auto vol = Backend()->Create(
       "vol-2", kGiB + 1, VolumeMode::kBlock,
       {{"thin", "true"}, {"compression", "zstd-3"}, {"volblocksize", "64K"}}, kOwner, std::nullopt);
@@ -170,7 +172,7 @@ TEST_F(ZfsBackendTest, CreateFilesystemWithRefquota) {
       {"zfs", "create"}, kList,
       std::string(kList) +
           "tank/pillar/"
-          "fs-2\tfilesystem\t-\t2147483648\t-\t11111111-2222-4333-8444-555555555555\t-\t/"
+          "fs-2\tfilesystem\t-\t-\t2147483648\t-\t11111111-2222-4333-8444-555555555555\t-\t/"
           "tank/pillar/fs-2\n");
   auto vol = Backend()->Create("fs-2", 2 * kGiB, VolumeMode::kFilesystem,
                                {{"recordsize", "1M"}, {"atime", "off"}}, kOwner, std::nullopt);
@@ -216,7 +218,7 @@ TEST_F(ZfsBackendTest, ExpandZvolRoundsToVolblocksizeAndNeverShrinks) {
   OnListChangingAfter(
       {"zfs", "set"}, kList,
       "tank/pillar/"
-      "vol-1\tvolume\t10737434624\t-\t16384\t11111111-2222-4333-8444-555555555555\t-\t-\n");
+      "vol-1\tvolume\t-\t10737434624\t-\t16384\t11111111-2222-4333-8444-555555555555\t-\t-\n");
   auto b = Backend();
   auto same = b->Expand("vol-1", 10 * kGiB - 100, kOwner);  // rounds to the current size
   ASSERT_TRUE(same.ok()) << same.status().ToString();
@@ -237,7 +239,8 @@ TEST_F(ZfsBackendTest, ExpandZvolRoundsToVolblocksizeAndNeverShrinks) {
 TEST_F(ZfsBackendTest, ExpandFilesystemRaisesRefquota) {
   OnListChangingAfter(
       {"zfs", "set"}, kList,
-      "tank/pillar/fs-1\tfilesystem\t-\t10737418240\t-\t11111111-2222-4333-8444-555555555555\t-\t/"
+      "tank/pillar/"
+      "fs-1\tfilesystem\t-\t-\t10737418240\t-\t11111111-2222-4333-8444-555555555555\t-\t/"
       "tank/pillar/fs-1\n");
   auto grown = Backend()->Expand("fs-1", 10 * kGiB, kOwner);
   ASSERT_TRUE(grown.ok()) << grown.status().ToString();
@@ -261,8 +264,8 @@ TEST_F(ZfsBackendTest, DeleteDestroysWithoutRecursionOrForce) {
 // with another lifecycle's) is never adopted, grown or destroyed.
 TEST_F(ZfsBackendTest, OwnershipPropertyGuardsCreateExpandDelete) {
   const std::string list = std::string(kListParentOnly) +
-                           "tank/pillar/precious\tvolume\t1073741824\t-\t16384\t-\t-\t-\n"
-                           "tank/pillar/theirs\tfilesystem\t-\t1073741824\t-\t" +
+                           "tank/pillar/precious\tvolume\t-\t1073741824\t-\t16384\t-\t-\t-\n"
+                           "tank/pillar/theirs\tfilesystem\t-\t-\t1073741824\t-\t" +
                            kOtherOwner + "\t-\t/tank/pillar/theirs\n";
   exec_.OnOutput({"zfs", "list"}, list);
   auto b = Backend();
@@ -292,7 +295,7 @@ TEST_F(ZfsBackendTest, OwnershipPropertyGuardsCreateExpandDelete) {
 
 TEST_F(ZfsBackendTest, AParentCarryingTheOwnershipPropertyIsRefused) {
   // User properties inherit: every child would look like the parent's.
-  exec_.OnOutput({"zfs", "list"}, std::string("tank/pillar\tfilesystem\t-\t0\t-\t") + kOwner +
+  exec_.OnOutput({"zfs", "list"}, std::string("tank/pillar\tfilesystem\t-\t-\t0\t-\t") + kOwner +
                                       "\t-\t/tank/pillar\n");
   auto r = Backend()->Create("vol-9", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt);
   EXPECT_EQ(r.status().code(), Code::kFailedPrecondition);
@@ -303,8 +306,8 @@ TEST_F(ZfsBackendTest, AParentCarryingTheOwnershipPropertyIsRefused) {
 // A `zfs list` row of file system fs-2 (2 GiB, kOwner's) mounted at
 // `mountpoint`, with pillar-csi:root-pending `pending` ("-": none).
 std::string Fs2Row(const std::string& pending, const std::string& mountpoint) {
-  return std::string("tank/pillar/fs-2\tfilesystem\t-\t2147483648\t-\t") + kOwner + "\t" + pending +
-         "\t" + mountpoint + "\n";
+  return std::string("tank/pillar/fs-2\tfilesystem\t-\t-\t2147483648\t-\t") + kOwner + "\t" +
+         pending + "\t" + mountpoint + "\n";
 }
 
 TEST_F(ZfsBackendTest, CreateFilesystemRecordsTheRootAppliesItThenClearsIt) {
@@ -387,7 +390,8 @@ TEST_F(ZfsBackendTest, APendingRootIsNeverExposedAndABadOneIsRefused) {
   }
 
   // Inherited from the parent, it would hold back every child.
-  exec_.OnOutput({"zfs", "list"}, "tank/pillar\tfilesystem\t-\t0\t-\t-\t0777:0:0\t/tank/pillar\n");
+  exec_.OnOutput({"zfs", "list"},
+                 "tank/pillar\tfilesystem\t-\t-\t0\t-\t-\t0777:0:0\t/tank/pillar\n");
   auto parent = Backend()->List();
   EXPECT_EQ(parent.status().code(), Code::kFailedPrecondition);
   EXPECT_THAT(parent.status().message(),
@@ -403,16 +407,19 @@ TEST_F(ZfsBackendTest, APendingRootIsNeverExposedAndABadOneIsRefused) {
   EXPECT_THAT(exec_.calls(), IsEmpty());
 }
 
-TEST_F(ZfsBackendTest, DeleteOfAVolumeWithSnapshotsOrUsersIsFailedPrecondition) {
+// A volume with snapshots is hidden instead (see ZfsSnapshotTest); other
+// children (a dataset made below it by hand) and users refuse the delete.
+TEST_F(ZfsBackendTest, DeleteOfAVolumeWithChildrenOrUsersIsFailedPrecondition) {
   exec_.OnOutput({"zfs", "list"}, kList);
+  exec_.OnOutput({"zfs", "list", "-Hp", "-t", "snapshot"}, "");
   exec_.OnOutput({"zfs", "destroy"}, "", 1,
                  "cannot destroy 'tank/pillar/vol-1': volume has children\n"
                  "use '-r' to destroy the following datasets:\n"
-                 "tank/pillar/vol-1@daily\n");
+                 "tank/pillar/vol-1/daily\n");
   Status s = Backend()->Delete("vol-1", kOwner);
   EXPECT_EQ(s.code(), Code::kFailedPrecondition);
   EXPECT_THAT(s.message(), HasSubstr("has children"));
-  EXPECT_THAT(s.message(), HasSubstr("tank/pillar/vol-1@daily"));
+  EXPECT_THAT(s.message(), HasSubstr("tank/pillar/vol-1/daily"));
 
   exec_.OnOutput({"zfs", "destroy"}, "", 1,
                  "cannot destroy 'tank/pillar/vol-1': dataset is busy\n");
@@ -462,9 +469,9 @@ TEST_F(ZfsBackendTest, ListFailuresNameTheCommand) {
   EXPECT_THAT(r.status().message(), HasSubstr("dataset does not exist"));
 
   for (const char* bad :
-       {"tank/pillar/vol-1\tvolume\t1024\n",
-        "tank/pillar/vol-1\tvolume\t10G\t-\t16384\t11111111-2222-4333-8444-555555555555\t-\t-\n",
-        "tank/other/vol-1\tvolume\t1024\t-\t16384\t11111111-2222-4333-8444-555555555555\t-\t-\n",
+       {"tank/pillar/vol-1\tvolume\t-\t1024\n",
+        "tank/pillar/vol-1\tvolume\t-\t10G\t-\t16384\t11111111-2222-4333-8444-555555555555\t-\t-\n",
+        "tank/other/vol-1\tvolume\t-\t1024\t-\t16384\t11111111-2222-4333-8444-555555555555\t-\t-\n",
         "tank/pillar/snap\tsnapshot\t-\t-\t-\t11111111-2222-4333-8444-555555555555\t-\t-\n"}) {
     SCOPED_TRACE(bad);
     testing::FakeExec exec;
@@ -546,10 +553,251 @@ TEST_F(ZfsBackendTest, ExposeFilesystemKeepsThePoolMountpointPrivate) {
   fs_.present.insert("/dev/zvol/tank/pillar/vol-1");
   ASSERT_TRUE(Backend()->Expose("vol-1", VolumeMode::kBlock).ok());
   EXPECT_EQ(mode(), 0755u);
-  exec_.OnOutput({"zfs", "list"}, "tank/pillar\tfilesystem\t-\t0\t-\t-\t-\tlegacy\n" +
+  exec_.OnOutput({"zfs", "list"}, "tank/pillar\tfilesystem\t-\t-\t0\t-\t-\t-\tlegacy\n" +
                                       list.substr(list.find('\n') + 1));
   ASSERT_TRUE(Backend()->Expose("fs-1", VolumeMode::kFilesystem).ok());
   EXPECT_EQ(mode(), 0755u);
+}
+
+// --- Snapshots, clones, restore ----------------------------------------------
+
+constexpr char kSnapOwner[] = "22222222-2222-4333-8444-555555555555";
+constexpr char kSnapListCmd[] =
+    "zfs list -Hp -t snapshot -o "
+    "name,pillar-csi:snapshot-uid,pillar-csi:size-bytes,volsize,volblocksize,creation,used,"
+    "defer_destroy -r -d 2 -- tank/pillar";
+// `zfs list -Hp -t snapshot -o <those columns> -r -d 2 tank/pillar`: a
+// marked snapshot of vol-1, pillar's internal clone snapshot (deferred), and
+// a snapshot taken by hand.
+const std::string kSnaps =
+    std::string("tank/pillar/vol-1@snap-1\t") + kSnapOwner +
+    "\t10737418240\t10737418240\t16384\t1765000000\t4096\toff\n"
+    "tank/pillar/vol-1@pillar:clone:c-old\t-\t-\t10737418240\t16384\t1765000001\t0\ton\n"
+    "tank/pillar/fs-1@by-hand\t-\t-\t-\t-\t1765000002\t8192\toff\n";
+
+class ZfsSnapshotTest : public ZfsBackendTest {
+ protected:
+  void SetUp() override {
+    exec_.OnOutput({"zfs", "list"}, kList);
+    exec_.OnOutput({"zfs", "list", "-Hp", "-t", "snapshot"}, kSnaps);
+    exec_.OnOutput({"zfs", "get", "-Hp", "-s", "local"}, "compression\tlz4\n");
+    for (const char* verb : {"snapshot", "clone", "destroy", "set", "rename", "send", "receive"}) {
+      exec_.OnOutput({"zfs", verb}, "");
+    }
+  }
+  std::vector<std::string> Changes() {
+    std::vector<std::string> out;
+    for (const auto& line : exec_.CallLines()) {
+      if (!line.starts_with("zfs list") && !line.starts_with("zfs get")) out.push_back(line);
+    }
+    return out;
+  }
+};
+
+TEST_F(ZfsSnapshotTest, ListsMarkedAndHandMadeSnapshotsButNotInternalOnes) {
+  auto snaps = Backend()->ListSnapshots();
+  ASSERT_TRUE(snaps.ok()) << snaps.status().ToString();
+  ASSERT_EQ(snaps->size(), 2u);
+  const BackendSnapshot& s = (*snaps)[0];
+  EXPECT_EQ(s.name, "snap-1");
+  EXPECT_EQ(s.source_volume, "vol-1");
+  EXPECT_EQ(s.mode, VolumeMode::kBlock);
+  EXPECT_EQ(s.size_bytes, 10737418240);
+  EXPECT_EQ(s.creation_time_unix_nanos, int64_t{1765000000} * 1000000000);
+  EXPECT_EQ(s.used_bytes, 4096);
+  EXPECT_EQ(s.owner_uid, kSnapOwner);
+  EXPECT_EQ((*snaps)[1].name, "by-hand");
+  EXPECT_EQ((*snaps)[1].mode, VolumeMode::kFilesystem);
+  EXPECT_EQ((*snaps)[1].owner_uid, "");
+  EXPECT_THAT(exec_.CallLines(), ElementsAre(kSnapListCmd));
+}
+
+TEST_F(ZfsSnapshotTest, CreateSnapshotMarksItWithItsUidAndTheSourceSize) {
+  auto snap = Backend()->CreateSnapshot("vol-1", kOwner, "snap-2", kSnapOwner, false);
+  // The fake's listing never shows snap-2: the create ran, the lookup after it fails.
+  EXPECT_EQ(snap.status().code(), Code::kNotFound);
+  EXPECT_THAT(Changes(),
+              ElementsAre(std::string("zfs snapshot -o pillar-csi:snapshot-uid=") + kSnapOwner +
+                          " -o pillar-csi:size-bytes=10737418240 -- "
+                          "tank/pillar/vol-1@snap-2"));
+}
+
+TEST_F(ZfsSnapshotTest, ASourceOfAnotherLifecycleIsNeverSnapshotOrCloned) {
+  auto b = Backend();
+  EXPECT_EQ(b->CreateSnapshot("vol-1", kOtherOwner, "snap-2", kSnapOwner, false).status().code(),
+            Code::kFailedPrecondition);
+  VolumeSource from_vol{VolumeSource::Kind::kVolume, "vol-1", kOtherOwner, false};
+  EXPECT_EQ(b->CreateFrom("c", kGiB * 10, VolumeMode::kBlock, {}, kOwner, std::nullopt, from_vol)
+                .status()
+                .code(),
+            Code::kFailedPrecondition);
+  VolumeSource from_snap{VolumeSource::Kind::kSnapshot, "snap-1", kOwner, false};
+  EXPECT_EQ(b->CreateFrom("c", kGiB * 10, VolumeMode::kBlock, {}, kOwner, std::nullopt, from_snap)
+                .status()
+                .code(),
+            Code::kFailedPrecondition);
+  EXPECT_THAT(Changes(), IsEmpty());
+}
+
+TEST_F(ZfsSnapshotTest, DeleteSnapshotIsADeferredDestroy) {
+  EXPECT_TRUE(Backend()->DeleteSnapshot("snap-1", kSnapOwner).ok());
+  EXPECT_THAT(Changes(), ElementsAre("zfs destroy -d -- tank/pillar/vol-1@snap-1"));
+  exec_.ClearCalls();
+  EXPECT_EQ(Backend()->DeleteSnapshot("snap-1", kOtherOwner).code(), Code::kFailedPrecondition);
+  EXPECT_TRUE(Backend()->DeleteSnapshot("never-was", kSnapOwner).ok());
+  EXPECT_THAT(Changes(), IsEmpty());
+}
+
+TEST_F(ZfsSnapshotTest, RestoreClonesWithCarriedPropertiesAndGrows) {
+  VolumeSource from{VolumeSource::Kind::kSnapshot, "snap-1", kSnapOwner, false};
+  auto vol =
+      Backend()->CreateFrom("r", kGiB * 20, VolumeMode::kBlock, {}, kOwner, std::nullopt, from);
+  // The fake's listing never shows r: the clone ran, the lookup after it fails.
+  EXPECT_EQ(vol.status().code(), Code::kNotFound);
+  EXPECT_THAT(Changes(), ElementsAre(std::string("zfs clone -o volmode=dev -o compression=lz4 -o "
+                                                 "pillar-csi:volume-uid=") +
+                                     kOwner +
+                                     " -o pillar-csi:origin=snapshot:snap-1 -- "
+                                     "tank/pillar/vol-1@snap-1 tank/pillar/r"));
+  EXPECT_THAT(
+      exec_.CallLines(),
+      ::testing::Contains("zfs get -Hp -s local -o property,value "
+                          "checksum,compression,copies,logbias,primarycache,secondarycache,sync -- "
+                          "tank/pillar/vol-1"));
+}
+
+TEST_F(ZfsSnapshotTest, RestoreGrowsTheCloneAndReservesLikeAThickZvol) {
+  const std::string row =
+      std::string("tank/pillar/r\tvolume\tsnapshot:snap-1\t10737418240\t-\t16384\t") + kOwner +
+      "\t-\t-\n";
+  OnListChangingAfter({"zfs", "clone"}, kList, std::string(kList) + row);
+  VolumeSource from{VolumeSource::Kind::kSnapshot, "snap-1", kSnapOwner, false};
+  auto vol =
+      Backend()->CreateFrom("r", kGiB * 20, VolumeMode::kBlock, {}, kOwner, std::nullopt, from);
+  ASSERT_TRUE(vol.ok()) << vol.status().ToString();
+  EXPECT_EQ(vol->origin, "snapshot tank/pillar/snap-1");
+  auto changes = Changes();
+  ASSERT_EQ(changes.size(), 3u);
+  EXPECT_EQ(changes[1], "zfs set volsize=21474836480 tank/pillar/r");
+  EXPECT_EQ(changes[2], "zfs set refreservation=auto tank/pillar/r");
+}
+
+TEST_F(ZfsSnapshotTest, RestoreRefusesASmallerSizeAndAnotherBlockSize) {
+  VolumeSource from{VolumeSource::Kind::kSnapshot, "snap-1", kSnapOwner, false};
+  auto b = Backend();
+  EXPECT_EQ(
+      b->CreateFrom("r", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt, from).status().code(),
+      Code::kOutOfRange);
+  EXPECT_EQ(b->CreateFrom("r", kGiB * 10, VolumeMode::kBlock, {{"volblocksize", "64K"}}, kOwner,
+                          std::nullopt, from)
+                .status()
+                .code(),
+            Code::kInvalidArgument);
+  EXPECT_THAT(Changes(), IsEmpty());
+}
+
+TEST_F(ZfsSnapshotTest, CloneOfAVolumeGoesThroughADeferredInternalSnapshot) {
+  VolumeSource from{VolumeSource::Kind::kVolume, "vol-1", kOwner, false};
+  (void)Backend()->CreateFrom("c", kGiB * 10, VolumeMode::kBlock, {{"thin", "true"}}, kOwner,
+                              std::nullopt, from);
+  EXPECT_THAT(Changes(), ElementsAre("zfs snapshot -- tank/pillar/vol-1@pillar:clone:c",
+                                     std::string("zfs clone -o volmode=dev -o compression=lz4 -o "
+                                                 "pillar-csi:volume-uid=") +
+                                         kOwner +
+                                         " -o pillar-csi:origin=volume:vol-1 -- "
+                                         "tank/pillar/vol-1@pillar:clone:c tank/pillar/c",
+                                     "zfs destroy -d -- tank/pillar/vol-1@pillar:clone:c"));
+}
+
+TEST_F(ZfsSnapshotTest, DetachedCopyIsSendIntoReceive) {
+  VolumeSource from{VolumeSource::Kind::kSnapshot, "snap-1", kSnapOwner, true};
+  (void)Backend()->CreateFrom("d", kGiB * 10, VolumeMode::kBlock, {}, kOwner, std::nullopt, from);
+  EXPECT_THAT(Changes(),
+              ElementsAre(std::string("zfs send -- tank/pillar/vol-1@snap-1 | zfs receive -u -o "
+                                      "volmode=dev -o compression=lz4 -o pillar-csi:volume-uid=") +
+                              kOwner +
+                              " -o pillar-csi:origin=snapshot:snap-1 -- "
+                              "tank/pillar/d@pillar:copy:d",
+                          "zfs destroy -- tank/pillar/d@pillar:copy:d"));
+}
+
+TEST_F(ZfsSnapshotTest, DeletingAVolumeWithSnapshotsHidesItInstead) {
+  exec_.OnOutput({"zfs", "destroy", "--", "tank/pillar/vol-1"}, "", 1,
+                 "cannot destroy 'tank/pillar/vol-1': volume has children\n"
+                 "use '-r' to destroy the following datasets:\ntank/pillar/vol-1@snap-1\n");
+  EXPECT_TRUE(Backend()->Delete("vol-1", kOwner).ok());
+  EXPECT_THAT(
+      Changes(),
+      ElementsAre(
+          "zfs destroy -- tank/pillar/vol-1",
+          std::string("zfs rename -- tank/pillar/vol-1 tank/pillar/vol-1:deleted:") + kOwner));
+}
+
+TEST_F(ZfsSnapshotTest, HiddenVolumesAreNoVolumesAndGoWithTheirLastSnapshot) {
+  const std::string hidden = std::string("tank/pillar/old:deleted:") + kOwner;
+  exec_.OnOutput({"zfs", "list"}, std::string(kList) + hidden +
+                                      "\tvolume\t-\t1073741824\t-\t16384\t" + kOwner + "\t-\t-\n");
+  exec_.OnOutput({"zfs", "list", "-Hp", "-t", "snapshot"},
+                 hidden + "@s-old\t" + kSnapOwner + "\t1073741824\t1073741824\t16384\t1\t0\toff\n");
+  auto b = Backend();
+  auto vols = b->List();
+  ASSERT_TRUE(vols.ok()) << vols.status().ToString();
+  for (const auto& v : *vols) EXPECT_NE(v.name.find("old"), 0u) << v.name;
+  EXPECT_EQ(b->Get("old").status().code(), Code::kNotFound);
+  auto snaps = b->ListSnapshots();
+  ASSERT_TRUE(snaps.ok());
+  ASSERT_EQ(snaps->size(), 1u);
+  EXPECT_EQ((*snaps)[0].source_volume, "old");
+  // Deleting its last snapshot: the snapshot (deferred), then the hidden
+  // volume once the listing shows no snapshot left on it.
+  auto deleted = std::make_shared<bool>(false);
+  exec_.On({"zfs", "destroy", "-d"}, [deleted](const Command&) -> StatusOr<ExecResult> {
+    *deleted = true;
+    return ExecResult{0, "", ""};
+  });
+  exec_.On({"zfs", "list", "-Hp", "-t", "snapshot"},
+           [deleted, hidden](const Command&) -> StatusOr<ExecResult> {
+             return ExecResult{0,
+                               *deleted ? ""
+                                        : hidden + "@s-old\t" + kSnapOwner +
+                                              "\t1073741824\t1073741824\t16384\t1\t0\toff\n",
+                               ""};
+           });
+  exec_.ClearCalls();
+  EXPECT_TRUE(b->DeleteSnapshot("s-old", kSnapOwner).ok());
+  EXPECT_THAT(Changes(),
+              ElementsAre("zfs destroy -d -- " + hidden + "@s-old", "zfs destroy -- " + hidden));
+}
+
+TEST_F(ZfsSnapshotTest, AHiddenVolumeStaysWhileASnapshotStillNeedsIt) {
+  const std::string hidden = std::string("tank/pillar/old:deleted:") + kOwner;
+  exec_.OnOutput({"zfs", "list"}, std::string(kList) + hidden +
+                                      "\tvolume\t-\t1073741824\t-\t16384\t" + kOwner + "\t-\t-\n");
+  // After s-old goes, s-kept (and a clone's deferred origin) still need it.
+  exec_.OnOutput(
+      {"zfs", "list", "-Hp", "-t", "snapshot"},
+      hidden + "@s-old\t" + kSnapOwner + "\t1073741824\t1073741824\t16384\t1\t0\toff\n" + hidden +
+          "@s-kept\t" + kSnapOwner + "\t1073741824\t1073741824\t16384\t1\t0\toff\n" + hidden +
+          "@gone-but-cloned\t" + kSnapOwner + "\t1073741824\t1073741824\t16384\t1\t0\ton\n");
+  EXPECT_TRUE(Backend()->DeleteSnapshot("s-old", kSnapOwner).ok());
+  EXPECT_THAT(Changes(), ElementsAre("zfs destroy -d -- " + hidden + "@s-old"));
+  // A deleted snapshot kept for its clones is no source and listed nowhere.
+  auto snaps = Backend()->ListSnapshots();
+  ASSERT_TRUE(snaps.ok());
+  for (const auto& snap : *snaps) EXPECT_NE(snap.name, "gone-but-cloned");
+  VolumeSource from{VolumeSource::Kind::kSnapshot, "gone-but-cloned", kSnapOwner, false};
+  EXPECT_EQ(Backend()
+                ->CreateFrom("r", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt, from)
+                .status()
+                .code(),
+            Code::kNotFound);
+}
+
+TEST_F(ZfsSnapshotTest, DetachedSnapshotsAreRefusedClearly) {
+  auto r = Backend()->CreateSnapshot("vol-1", kOwner, "s", kSnapOwner, true);
+  EXPECT_EQ(r.status().code(), Code::kFailedPrecondition);
+  EXPECT_THAT(r.status().message(), HasSubstr("detached"));
+  EXPECT_THAT(exec_.calls(), IsEmpty());
 }
 
 }  // namespace

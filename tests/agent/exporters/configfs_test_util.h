@@ -82,6 +82,21 @@ class RecordingFs : public Fs {
     ops_.push_back("chown " + p + " = " + std::to_string(u) + ":" + std::to_string(g));
     return inner_.Chown(p, u, g);
   }
+  Status CopyFile(const std::string& f, const std::string& t) override {
+    ops_.push_back("copy " + f + " -> " + t);
+    return inner_.CopyFile(f, t);
+  }
+  Status CopyTree(const std::string& f, const std::string& t) override {
+    ops_.push_back("copy -r " + f + " -> " + t);
+    return inner_.CopyTree(f, t);
+  }
+  Status Rename(const std::string& f, const std::string& t) override {
+    ops_.push_back("rename " + f + " -> " + t);
+    return inner_.Rename(f, t);
+  }
+  StatusOr<int64_t> AllocatedBytes(const std::string& p) override {
+    return inner_.AllocatedBytes(p);
+  }
 
  private:
   Fs& inner_;

@@ -47,7 +47,7 @@ class AgentGrpcTest : public ::testing::Test {
     if (!agent_) return;
     // Leave no loop device behind, whatever the test did.
     SystemExec exec;
-    for (const char* img : {"pvc-1.img", "pvc-2.img"}) {
+    for (const char* img : {"pvc-1.img", "pvc-2.img", "pvc-3.img"}) {
       std::string path = tmp_.Sub("pools/demo/") + img;
       auto r = exec.Run({{"losetup", "-j", path, "-O", "NAME", "-n"}});
       if (!r.ok()) continue;
@@ -580,6 +580,148 @@ TEST_F(AgentGrpcTest, ChapCredentialsAreKeptRootOnlyAndRebuildAnExportAfterARest
   auto ds = Delete("demo/pvc-1");
   ASSERT_TRUE(ds.ok()) << ds.error_message();
   EXPECT_FALSE(fs::exists(kept));
+}
+
+constexpr const char* kSnapUid = "5a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d";
+
+grpc::Status Snapshot(v1::Agent::Stub& stub, const std::string& source,
+                      const std::string& source_uid, const std::string& name,
+                      const std::string& snap_uid, v1::CreateSnapshotResponse* out = nullptr) {
+  grpc::ClientContext ctx;
+  v1::CreateSnapshotRequest req;
+  req.set_source_volume_id(source);
+  req.set_source_volume_uid(source_uid);
+  req.set_name(name);
+  req.set_snapshot_uid(snap_uid);
+  v1::CreateSnapshotResponse resp;
+  auto s = stub.CreateSnapshot(&ctx, req, &resp);
+  if (out != nullptr) *out = resp;
+  return s;
+}
+
+std::vector<v1::Snapshot> Snapshots(v1::Agent::Stub& stub, const std::string& pool = "") {
+  grpc::ClientContext ctx;
+  v1::ListSnapshotsRequest req;
+  req.set_pool(pool);
+  v1::ListSnapshotsResponse resp;
+  EXPECT_TRUE(stub.ListSnapshots(&ctx, req, &resp).ok());
+  return {resp.snapshots().begin(), resp.snapshots().end()};
+}
+
+grpc::Status DeleteSnap(v1::Agent::Stub& stub, const std::string& id, const std::string& uid) {
+  grpc::ClientContext ctx;
+  v1::DeleteSnapshotRequest req;
+  req.set_agent_snapshot_id(id);
+  req.set_snapshot_uid(uid);
+  v1::DeleteSnapshotResponse resp;
+  return stub.DeleteSnapshot(&ctx, req, &resp);
+}
+
+// Issue 24 on a file pool: snapshot, restore larger, clone, and the
+// contract's codes, all over the real gRPC edge.
+TEST_F(AgentGrpcTest, SnapshotRestoreAndCloneOnAFilePool) {
+  ASSERT_TRUE(Create("pvc-1").ok());
+  v1::CreateSnapshotResponse snap;
+  auto s = Snapshot(*stub_, "demo/pvc-1", kUid, "snap-1", kSnapUid, &snap);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(snap.snapshot().agent_snapshot_id(), "demo/snap-1");
+  EXPECT_EQ(snap.snapshot().source_volume_id(), "demo/pvc-1");
+  EXPECT_EQ(snap.snapshot().size_bytes(), 64LL << 20);
+  EXPECT_GT(snap.snapshot().creation_time_unix_nanos(), 0);
+  EXPECT_EQ(snap.snapshot().owner_uid(), kSnapUid);
+  EXPECT_EQ(snap.snapshot().backend(), "file");
+  EXPECT_TRUE(snap.snapshot().ready_to_use());
+  // Retried: the same snapshot; another uid or source: ALREADY_EXISTS.
+  EXPECT_TRUE(Snapshot(*stub_, "demo/pvc-1", kUid, "snap-1", kSnapUid).ok());
+  EXPECT_EQ(Snapshot(*stub_, "demo/pvc-1", kUid, "snap-1", kOtherUid).error_code(),
+            grpc::StatusCode::ALREADY_EXISTS);
+  // The source must carry the uid named; a missing source is NOT_FOUND.
+  EXPECT_EQ(Snapshot(*stub_, "demo/pvc-1", kOtherUid, "snap-2", kSnapUid).error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(Snapshot(*stub_, "demo/nope", kUid, "snap-2", kSnapUid).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  ASSERT_EQ(Snapshots(*stub_).size(), 1u);
+  EXPECT_EQ(Snapshots(*stub_, "demo").size(), 1u);
+
+  auto restore = CreateRequest("pvc-2", kOtherUid);
+  restore.set_size_bytes(128LL << 20);
+  restore.mutable_source()->set_agent_snapshot_id("demo/snap-1");
+  restore.mutable_source()->set_source_uid(kSnapUid);
+  v1::CreateVolumeResponse made;
+  s = Send(restore, &made);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(made.volume().size_bytes(), 128LL << 20);
+  EXPECT_EQ(made.volume().origin(), "snapshot demo/snap-1");
+  EXPECT_TRUE(Send(restore).ok()) << "a retry returns the volume";
+  // The same name from another source: ALREADY_EXISTS.
+  auto other = restore;
+  other.mutable_source()->set_agent_volume_id("demo/pvc-1");
+  other.mutable_source()->set_source_uid(kUid);
+  EXPECT_EQ(Send(other).error_code(), grpc::StatusCode::ALREADY_EXISTS);
+
+  // A clone of a volume; its source's uid is checked first.
+  auto clone = CreateRequest("pvc-3", kOtherUid);
+  clone.mutable_source()->set_agent_volume_id("demo/pvc-1");
+  clone.mutable_source()->set_source_uid(kOtherUid);
+  EXPECT_EQ(Send(clone).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  clone.mutable_source()->set_source_uid(kUid);
+  s = Send(clone, &made);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(made.volume().origin(), "volume demo/pvc-1");
+
+  // Deleted: gone from the listing at once; deleting again succeeds; the
+  // restored volume stays.
+  EXPECT_EQ(DeleteSnap(*stub_, "demo/snap-1", kOtherUid).error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_TRUE(DeleteSnap(*stub_, "demo/snap-1", kSnapUid).ok());
+  EXPECT_TRUE(Snapshots(*stub_).empty());
+  EXPECT_TRUE(DeleteSnap(*stub_, "demo/snap-1", kSnapUid).ok());
+  restore.mutable_source()->set_agent_snapshot_id("demo/snap-1");
+  auto again = CreateRequest("pvc-4", kOtherUid);
+  *again.mutable_source() = restore.source();
+  EXPECT_EQ(Send(again).error_code(), grpc::StatusCode::NOT_FOUND);
+  grpc::ClientContext ctx;
+  v1::ListVolumesResponse vols;
+  ASSERT_TRUE(stub_->ListVolumes(&ctx, v1::ListVolumesRequest(), &vols).ok());
+  EXPECT_EQ(vols.volumes_size(), 3);
+}
+
+TEST_F(AgentGrpcTest, BadSnapshotRequestsAreRefusedByField) {
+  ASSERT_TRUE(Create("pvc-1").ok());
+  struct Case {
+    std::string source, source_uid, name, uid, field;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"pvc-1", kUid, "s", kSnapUid, "sourceVolumeId"},
+           {"demo/pvc-1", "x", "s", kSnapUid, "sourceVolumeUid"},
+           {"demo/pvc-1", kUid, "../s", kSnapUid, "name"},
+           {"demo/pvc-1", kUid, "s", "", "snapshotUid"},
+       }) {
+    auto s = Snapshot(*stub_, c.source, c.source_uid, c.name, c.uid);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << c.field;
+    EXPECT_NE(s.error_message().find(c.field), std::string::npos) << s.error_message();
+  }
+  EXPECT_EQ(DeleteSnap(*stub_, "snap-1", kSnapUid).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  // A source in another pool, both or neither source kinds, a bad source uid.
+  auto req = CreateRequest("pvc-2");
+  req.mutable_source()->set_agent_snapshot_id("elsewhere/snap-1");
+  req.mutable_source()->set_source_uid(kSnapUid);
+  auto s = Send(req);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("own pool"), std::string::npos) << s.error_message();
+  req.mutable_source()->set_agent_snapshot_id("");
+  EXPECT_EQ(Send(req).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  req.mutable_source()->set_agent_volume_id("demo/pvc-1");
+  req.mutable_source()->set_source_uid("nope");
+  s = Send(req);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("source.sourceUid"), std::string::npos) << s.error_message();
+  grpc::ClientContext ctx;
+  v1::ListSnapshotsRequest list;
+  list.set_pool("nope");
+  v1::ListSnapshotsResponse resp;
+  EXPECT_EQ(stub_->ListSnapshots(&ctx, list, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
 }  // namespace
