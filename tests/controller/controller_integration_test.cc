@@ -595,5 +595,126 @@ TEST_F(ControllerIntegrationTest, FailedCreatesLeaveNoRecordsAndHugeSizesAreOutO
   EXPECT_EQ(list->items.size(), 0U);
 }
 
+// Issue 24 on the real binaries and a real file pool: a snapshot keeps the
+// data of its moment, a restore and a clone are copies that never touch
+// their source, and deleting the source and then the snapshot leaves the
+// restored data intact and nothing of the snapshot behind.
+TEST_F(ControllerIntegrationTest, SnapshotRestoreAndCloneOnARealFilePool) {
+  constexpr int64_t kMiB = 1LL << 20;
+  auto image = [&](const std::string& vol) { return tmp_.Sub("pools/demo/" + vol + ".img"); };
+  // What a consumer writes through its device, written to the image itself.
+  auto fill = [&](const std::string& vol, char c) {
+    std::fstream f(image(vol), std::ios::in | std::ios::out | std::ios::binary);
+    std::string block(kMiB, c);
+    for (int64_t off : {int64_t{0}, 8 * kMiB}) {
+      f.seekp(off);
+      f.write(block.data(), static_cast<std::streamsize>(block.size()));
+    }
+  };
+  auto holds = [&](const std::string& vol, char c) {
+    std::ifstream f(image(vol), std::ios::binary);
+    std::string got(kMiB, '\0');
+    for (int64_t off : {int64_t{0}, 8 * kMiB}) {
+      f.seekg(off);
+      f.read(got.data(), static_cast<std::streamsize>(got.size()));
+      if (got != std::string(kMiB, c)) return false;
+    }
+    return true;
+  };
+  auto snapshot = [&](const std::string& name, const std::string& source,
+                      csi::v1::CreateSnapshotResponse* out = nullptr) {
+    grpc::ClientContext ctx;
+    csi::v1::CreateSnapshotRequest req;
+    req.set_name(name);
+    req.set_source_volume_id(source);
+    csi::v1::CreateSnapshotResponse resp;
+    auto s = csi_->CreateSnapshot(&ctx, req, &resp);
+    if (out != nullptr) *out = resp;
+    return s;
+  };
+  auto from = [&](const std::string& name, int64_t bytes, const std::string& snap,
+                  const std::string& vol, csi::v1::CreateVolumeResponse* out = nullptr) {
+    grpc::ClientContext ctx;
+    csi::v1::CreateVolumeRequest req;
+    req.set_name(name);
+    req.mutable_capacity_range()->set_required_bytes(bytes);
+    *req.add_volume_capabilities() = Cap(true, VolumeCapability::AccessMode::SINGLE_NODE_WRITER);
+    auto& p = *req.mutable_parameters();
+    p["agent"] = "storage-1";
+    p["pool"] = "demo";
+    p["protocol"] = "nvmeof-tcp";
+    p["bindAddress"] = "127.0.0.1";
+    if (!snap.empty())
+      req.mutable_volume_content_source()->mutable_snapshot()->set_snapshot_id(snap);
+    if (!vol.empty()) req.mutable_volume_content_source()->mutable_volume()->set_volume_id(vol);
+    csi::v1::CreateVolumeResponse resp;
+    auto s = csi_->CreateVolume(&ctx, req, &resp);
+    if (out != nullptr) *out = resp;
+    return s;
+  };
+  auto listed = [&] {
+    grpc::ClientContext ctx;
+    csi::v1::ListSnapshotsResponse resp;
+    EXPECT_TRUE(csi_->ListSnapshots(&ctx, {}, &resp).ok());
+    std::vector<std::string> ids;
+    for (const auto& e : resp.entries()) ids.push_back(e.snapshot().snapshot_id());
+    return ids;
+  };
+
+  ASSERT_TRUE(Create("vol-src", "nvmeof-tcp").ok()) << ReadWholeFile(tmp_.Sub("controller.log"));
+  fill("vol-src", 'A');
+  csi::v1::CreateSnapshotResponse snap;
+  auto s = snapshot("snap-1", "vol-src", &snap);
+  ASSERT_TRUE(s.ok()) << s.error_message() << ReadWholeFile(tmp_.Sub("agent.log"));
+  EXPECT_EQ(snap.snapshot().size_bytes(), 16 * kMiB) << "the real size";
+  EXPECT_TRUE(snap.snapshot().ready_to_use());
+  fill("vol-src", 'B');  // overwritten after the snapshot
+
+  csi::v1::CreateVolumeResponse restored;
+  s = from("vol-restore", 32 * kMiB, "snap-1", "", &restored);
+  ASSERT_TRUE(s.ok()) << s.error_message() << ReadWholeFile(tmp_.Sub("agent.log"));
+  EXPECT_EQ(restored.volume().capacity_bytes(), 32 * kMiB) << "restored into a larger size";
+  EXPECT_EQ(fs::file_size(image("vol-restore")), static_cast<uintmax_t>(32 * kMiB));
+  EXPECT_TRUE(holds("vol-restore", 'A')) << "the data of the snapshot's moment";
+  EXPECT_TRUE(holds("vol-src", 'B')) << "the source untouched";
+  EXPECT_EQ(Condition("vol-restore"), "True/Reconciled");
+
+  ASSERT_TRUE(from("vol-clone", 16 * kMiB, "", "vol-src").ok());
+  EXPECT_TRUE(holds("vol-clone", 'B'));
+  fill("vol-clone", 'C');
+  EXPECT_TRUE(holds("vol-src", 'B')) << "a clone diverges on its own";
+  fill("vol-src", 'D');
+  EXPECT_TRUE(holds("vol-clone", 'C'));
+
+  // The source goes first: its snapshot stays listed and restorable.
+  ASSERT_TRUE(Delete("vol-src").ok());
+  EXPECT_EQ(listed(), std::vector<std::string>{"snap-1"});
+  ASSERT_TRUE(from("vol-restore-2", 16 * kMiB, "snap-1", "").ok());
+  EXPECT_TRUE(holds("vol-restore-2", 'A'));
+
+  // Then the snapshot, while volumes restored from it exist.
+  grpc::ClientContext ctx;
+  csi::v1::DeleteSnapshotRequest del;
+  del.set_snapshot_id("snap-1");
+  csi::v1::DeleteSnapshotResponse deleted;
+  ASSERT_TRUE(csi_->DeleteSnapshot(&ctx, del, &deleted).ok());
+  EXPECT_TRUE(listed().empty());
+  EXPECT_EQ(store_->Get("PillarSnapshot", "snap-1").status().code(), Code::kNotFound);
+  EXPECT_TRUE(holds("vol-restore", 'A')) << "restored data intact";
+  EXPECT_TRUE(holds("vol-restore-2", 'A'));
+  EXPECT_EQ(from("vol-restore-3", 16 * kMiB, "snap-1", "").error_code(),
+            grpc::StatusCode::NOT_FOUND);
+
+  for (const char* v : {"vol-restore", "vol-restore-2", "vol-clone"}) {
+    ASSERT_TRUE(Delete(v).ok()) << v;
+  }
+  // Nothing of any of them left in the pool.
+  for (const auto& e : fs::recursive_directory_iterator(tmp_.Sub("pools/demo"))) {
+    std::string name = e.path().filename();
+    EXPECT_TRUE(name.find("snap-1") == std::string::npos && name.find("vol-") == std::string::npos)
+        << e.path() << " left behind";
+  }
+}
+
 }  // namespace
 }  // namespace pillar::testing
