@@ -483,7 +483,7 @@ YAML
 # pod, the restore and the clone go. After a failed snap_life only the
 # clean-up runs (its failure was counted).
 snap_end() {
-  local proto=$1 vs=snap-$1 sp=s-$1 data content="" handle="" agent_id="" got drift pv_r t0
+  local proto=$1 vs=snap-$1 sp=s-$1 data content="" handle="" agent_id="" got drift restore_id t0
   [[ -s $W/run/snap-$proto.data ]] || return 0
   if [[ ! -e $W/run/snap-$proto.ok ]]; then
     kubectl delete pod "$sp" --ignore-not-found --wait=true --timeout=180s >/dev/null 2>&1
@@ -516,14 +516,15 @@ snap_end() {
   fi
   # The agent's own listing, read with an operator's certificate (pillarctl
   # drift): nothing of the snapshot; the restore in sync shows the agent answered.
-  pv_r=$(kubectl get pvc "restore-$proto" -o jsonpath='{.spec.volumeName}' 2>/dev/null)
+  restore_id=$(kubectl get pvc "restore-$proto" -o jsonpath='{.spec.volumeName}' 2>/dev/null)
+  [[ -z $restore_id ]] || restore_id=$(kubectl get pv "$restore_id" -o jsonpath='{.spec.csi.volumeHandle}' 2>/dev/null)
   drift=$("$PILLARCTL" --kubeconfig "$W/kubeconfig" --agent-tls-cert "$pki/operator/tls.crt" \
     --agent-tls-key "$pki/operator/tls.key" --agent-tls-ca "$pki/operator/ca.crt" drift 2>&1)
-  if [[ -n $agent_id && $drift != *"$agent_id"* && -n $pv_r && $drift == *"$pv_r: in sync"* ]]; then
+  if [[ -n $agent_id && $drift != *"$agent_id"* && -n $restore_id && $drift == *"$restore_id: in sync"* ]]; then
     ok "$proto: the agent no longer lists snapshot $agent_id (pillarctl drift) and serves the restore"
   else
     fail "$proto: the agent's listing without the snapshot" \
-      "$(grep -F -e "${agent_id:-?}" -e "${pv_r:-?}" -e cannot <<<"$drift" | head -6)"
+      "$(grep -F -e "${agent_id:-?}" -e "${restore_id:-?}" -e cannot <<<"$drift" | head -6)"
   fi
   got="$(read_direct "$sp" /r/f) $(read_direct "$sp" /c/f)"
   if [[ $got == "$data clone-$data" ]]; then
