@@ -533,9 +533,10 @@ snap_end() {
     fail "$proto: the restore and the clone after the source's and the snapshot's deletion" \
       "want $data clone-$data, got ${got:0:300}"
   fi
-  kubectl delete pod "$sp" --wait=true --timeout=180s >/dev/null 2>&1
-  kubectl delete pvc "restore-$proto" "clone-$proto" --wait=true --timeout=180s >/dev/null 2>&1
-  if wait_for 180 pv_gone "restore-$proto" >/dev/null && wait_for 180 pv_gone "clone-$proto" >/dev/null; then
+  # Pod and claims at once (a claim goes once no pod uses it): one wait.
+  kubectl delete pod "$sp" --wait=false >/dev/null 2>&1
+  kubectl delete pvc "restore-$proto" "clone-$proto" --wait=false >/dev/null 2>&1
+  if wait_for 300 pv_gone "restore-$proto" >/dev/null && wait_for 120 pv_gone "clone-$proto" >/dev/null; then
     ok "$proto: the restore's and the clone's PVCs deleted, their PVs gone"
   else
     fail "$proto: the restore's and the clone's PVs gone" "$(kubectl get pv 2>&1 | grep -e "restore-$proto" -e "clone-$proto")"
