@@ -41,7 +41,8 @@ nodes_only=1
 [[ $nodes_only == 1 || ${PILLAR_K8S_E2E_SUITE:-ci} == 0 ]] || node_tools+=(e2e.test)
 CSI_BIN=""
 if ! K8S_BIN=$(tests/k8s/build-tools.sh | tail -1) ||
-  { [[ $nodes_only != 1 ]] && ! CSI_BIN=$(tests/k8s/build-csi-tools.sh csi-provisioner csi-attacher csi-resizer helm | tail -1); } ||
+  { [[ $nodes_only != 1 ]] &&
+    ! CSI_BIN=$(tests/k8s/build-csi-tools.sh csi-provisioner csi-attacher csi-resizer csi-snapshotter snapshot-controller helm | tail -1); } ||
   ! NODE_BIN=$(tests/k8s/build-node-tools.sh "${node_tools[@]}" | tail -1); then
   say "the tools could not be built"
   echo "$name: 0 passed, 1 failed"
@@ -91,7 +92,7 @@ if ! tests/e2e/deps.sh >/dev/null || ! tests/e2e/build-image.sh >/dev/null; then
 fi
 say "making the nodes' images"
 t_img=$SECONDS
-kinds=(pause busybox registrar pillar-agent pillar-controller pillar-node csi-provisioner csi-attacher csi-resizer)
+kinds=(pause busybox registrar pillar-agent pillar-controller pillar-node csi-provisioner csi-attacher csi-resizer csi-snapshotter)
 [[ $nodes_only != 1 ]] || kinds=(pause busybox registrar)
 if ! bash tests/k8s/cluster/images.sh "$images" "${kinds[@]}" >"$images/list" 2>"$images/log"; then
   say "the nodes' images could not be made: $(tail -3 "$images/log")"
@@ -100,6 +101,17 @@ if ! bash tests/k8s/cluster/images.sh "$images" "${kinds[@]}" >"$images/list" 2>
 fi
 echo "figure: nodes' images made in $((SECONDS - t_img)) s"
 export PILLAR_K8S_IMAGES=$images
+# The VolumeSnapshot CRDs of the snapshotter's release (its client module's
+# files, from the Go module cache: maybe a download, so before the namespace).
+if [[ $nodes_only != 1 ]]; then
+  mkdir -p "$images/snapshot-crds"
+  if ! crds=$(tests/k8s/snapshot-crds.sh) || ! xargs cp -t "$images/snapshot-crds" <<<"$crds"; then
+    say "the VolumeSnapshot CRDs could not be found (tests/k8s/snapshot-crds.sh)"
+    echo "$name: 0 passed, 1 failed"
+    exit 1
+  fi
+  export PILLAR_SNAPSHOT_CRDS=$images/snapshot-crds
+fi
 
 ip netns add "$ns"
 ip -n "$ns" link set lo up

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds the Kubernetes CSI sidecars (csi-provisioner, csi-attacher,
-# csi-resizer, csi-snapshotter) and helm, each from its own Go module in
-# tests/k8s/csi-tools/<tool>/, into a cache outside the work tree keyed by
-# their versions. Same interface as build-tools.sh; cached binaries are not
-# rebuilt.
+# csi-resizer, csi-snapshotter), snapshot-controller (the cluster-wide half of
+# snapshots, from csi-snapshotter's module and release) and helm, each from
+# its own Go module in tests/k8s/csi-tools/<dir>/, into a cache outside the
+# work tree keyed by their versions. Same interface as build-tools.sh; cached
+# binaries are not rebuilt.
 #
 # usage: build-csi-tools.sh                 build what is missing; last stdout line = bin dir
 #        build-csi-tools.sh NAME...         build only these (when missing), e.g. helm
@@ -18,13 +19,16 @@
 set -euo pipefail
 
 # One row per tool: binary, key letter, module it is built from, version,
-# package within that module, and the variable upstream's release build stamps
-# with the version (-X). Smallest first. The cache key is made of the letters
-# and versions, so changing any version here changes the bin dir.
+# package within that module, the variable upstream's release build stamps
+# with the version (-X) and, when it is not the binary's name, the directory
+# of the Go module under csi-tools/. Smallest first. The cache key is made of
+# the distinct letters and versions, so changing any version here changes the
+# bin dir (two binaries of one module and release share a letter).
 rows=(
   "csi-resizer     r github.com/kubernetes-csi/external-resizer/v2    v2.3.0  cmd/csi-resizer     main.version"
   "csi-attacher    a github.com/kubernetes-csi/external-attacher/v4   v4.13.0 cmd/csi-attacher    main.version"
   "csi-snapshotter s github.com/kubernetes-csi/external-snapshotter/v8 v8.7.0 cmd/csi-snapshotter main.version"
+  "snapshot-controller s github.com/kubernetes-csi/external-snapshotter/v8 v8.7.0 cmd/snapshot-controller main.version csi-snapshotter"
   "csi-provisioner p github.com/kubernetes-csi/external-provisioner/v6 v6.4.0 cmd/csi-provisioner main.version"
   "helm            h helm.sh/helm/v4                                  v4.3.2  cmd/helm            helm.sh/helm/v4/internal/version.version"
 )
@@ -33,7 +37,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 key=csi
 for r in "${rows[@]}"; do
   read -r _ letter _ ver _ <<<"$r"
-  key+=-$letter${ver#v}
+  [[ $key == *"-$letter${ver#v}"* ]] || key+=-$letter${ver#v}
 done
 bindir=${PILLAR_K8S_TOOLS_CACHE:-/var/cache/pillar-k8s-tools}/$key/bin
 
@@ -75,10 +79,11 @@ fi
 # The key must describe what the modules really build: each go.mod must
 # require exactly the version in its row.
 for r in "${rows[@]}"; do
-  read -r name _ mod ver _ <<<"$r"
+  read -r name _ mod ver _ _ dir <<<"$r"
+  dir=${dir:-$name}
   awk -v m="$mod" -v v="$ver" '($1 == "require" && $2 == m && $3 == v) || ($1 == m && $2 == v) { ok = 1 }
-      END { exit !ok }' "$here/csi-tools/$name/go.mod" ||
-    { say "csi-tools/$name/go.mod does not require $mod $ver; update the row in $0"; exit 1; }
+      END { exit !ok }' "$here/csi-tools/$dir/go.mod" ||
+    { say "csi-tools/$dir/go.mod does not require $mod $ver; update the row in $0"; exit 1; }
 done
 
 go_cmd=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
@@ -107,14 +112,15 @@ if command -v setsid >/dev/null; then detach=(setsid -w); fi
 export CGO_ENABLED=0 GOFLAGS="${GOFLAGS:+$GOFLAGS }-mod=readonly"
 "$go_cmd" version >&2
 while read -r r; do
-  read -r name _ mod ver pkg stamp <<<"$r"
+  read -r name _ mod ver pkg stamp dir <<<"$r"
+  dir=${dir:-$name}
   if [[ -x $bindir/$name ]]; then say "$name $ver present"; continue; fi
   flags="-s -w -X $stamp=$ver"
   [[ $name != helm ]] || flags+=" -X helm.sh/helm/v4/internal/version.gitTreeState=clean"
   say "building $name $ver…"
   part=$bindir/.$name.part.$$
   t0=$SECONDS
-  (cd "$here/csi-tools/$name" &&
+  (cd "$here/csi-tools/$dir" &&
     exec "${detach[@]}" nice -n 10 "$go_cmd" build -trimpath -ldflags="$flags" -o "$part" "$mod/$pkg") &
   job=$!
   if ! wait "$job"; then job=""; say "building $name failed"; exit 1; fi

@@ -6,6 +6,9 @@
 #   k8s_tools                               build or find the binaries, export K8S_BIN
 #   k8s_up <workdir>                        etcd + kube-apiserver, waits for /readyz
 #   k8s_start_controller_manager <workdir>  kube-controller-manager, waits for /healthz
+#   k8s_snapshot_crds <workdir> <crd-file>...  the VolumeSnapshot CRDs, Established
+#   k8s_start_snapshot_controller <workdir> <binary> <crd-file>...
+#                                           those CRDs, then snapshot-controller
 #   k8s_kubectl <args...>                   the built kubectl with the admin kubeconfig
 #   k8s_down <workdir>                      stops everything started for <workdir>
 #
@@ -157,13 +160,14 @@ _k8s_stop_one() {
   rm -f "$pidfile" "$pidfile.exe"
 }
 
-# k8s_down WORKDIR: stop the controller manager, apiserver and etcd of WORKDIR.
-# Safe to call more than once and from another shell; leaves the logs.
+# k8s_down WORKDIR: stop snapshot-controller, the controller manager,
+# apiserver and etcd of WORKDIR. Safe to call more than once and from another
+# shell; leaves the logs.
 k8s_down() {
   local w=${1:?usage: k8s_down <workdir>}
   [[ -d $w/run ]] || return 0
   local n
-  for n in kube-controller-manager kube-apiserver etcd; do
+  for n in snapshot-controller kube-controller-manager kube-apiserver etcd; do
     _k8s_stop_one "$w/run/$n.pid"
   done
   local d keep=()
@@ -429,6 +433,57 @@ k8s_start_controller_manager() {
   export K8S_KCM_HEALTHZ=https://127.0.0.1:$port/healthz
   printf 'K8S_KCM_HEALTHZ=%q\n' "$K8S_KCM_HEALTHZ" >>"$w/env"
   _k8s_log "kube-controller-manager healthy in $(_k8s_since "$t0")s"
+}
+
+# k8s_snapshot_crds WORKDIR CRD-FILE...: the VolumeSnapshot CRDs (the files
+# of tests/k8s/snapshot-crds.sh) applied server-side to the apiserver of
+# WORKDIR; returns once each is Established.
+k8s_snapshot_crds() {
+  local w=${1:?usage: k8s_snapshot_crds <workdir> <crd-file>...} f files=()
+  shift
+  (($# > 0)) || { _k8s_log "k8s_snapshot_crds: no CRD file given"; return 1; }
+  for f in "$@"; do files+=(-f "$f"); done
+  local kc=("$K8S_BIN/kubectl" --kubeconfig="$w/kubeconfig" --request-timeout=60s)
+  if ! "${kc[@]}" apply --server-side --field-manager=pillar-test "${files[@]}" >"$w/logs/snapshot-crds.log" 2>&1 ||
+    ! "${kc[@]}" wait --for=condition=Established --timeout=60s "${files[@]}" >>"$w/logs/snapshot-crds.log" 2>&1; then
+    _k8s_log "the VolumeSnapshot CRDs were not established: $(tail -n 3 "$w/logs/snapshot-crds.log")"
+    return 1
+  fi
+}
+
+# k8s_start_snapshot_controller WORKDIR BINARY CRD-FILE...: k8s_snapshot_crds,
+# then external-snapshotter's snapshot-controller (BINARY, from
+# build-csi-tools.sh) against the apiserver of WORKDIR (after k8s_up), on the
+# host like kube-controller-manager, with the admin kubeconfig. Returns once
+# its controller started (past its own check that the CRDs serve). Group
+# snapshots are off: pillar offers none, and the controller would wait 30 s
+# for their CRDs first. Failed creates and deletes are retried within 30 s
+# (not the default 5 min), so a test does not wait on a long backoff.
+k8s_start_snapshot_controller() {
+  local w=${1:?usage: k8s_start_snapshot_controller <workdir> <binary> <crd-file>...} bin=${2:?binary}
+  shift 2
+  w=$(cd "$w" && pwd) || return 1
+  _k8s_ours "$w/run/kube-apiserver.pid" || { _k8s_log "no kube-apiserver running for $w (call k8s_up first)"; return 1; }
+  if _k8s_ours "$w/run/snapshot-controller.pid"; then
+    _k8s_log "snapshot-controller already running for $w"
+    return 0
+  fi
+  local t0 i
+  t0=$(_k8s_now)
+  k8s_snapshot_crds "$w" "$@" || return 1
+  _k8s_start "$w" snapshot-controller "$bin" --kubeconfig="$w/kubeconfig" --leader-election=false \
+    --feature-gates=CSIVolumeGroupSnapshot=false --retry-interval-max=30s --v=2
+  for ((i = 0; i < 600; i++)); do   # 60 s
+    if grep -q 'Starting snapshot controller' "$w/logs/snapshot-controller.log"; then
+      _k8s_log "VolumeSnapshot CRDs established and snapshot-controller started in $(_k8s_since "$t0")s"
+      return 0
+    fi
+    _k8s_ours "$w/run/snapshot-controller.pid" || break
+    sleep 0.1
+  done
+  _k8s_log "snapshot-controller did not start its controller: $(tail -n 5 "$w/logs/snapshot-controller.log")"
+  _k8s_stop_one "$w/run/snapshot-controller.pid"
+  return 1
 }
 
 # k8s_kubectl ARGS...: the built kubectl with the admin kubeconfig of the last

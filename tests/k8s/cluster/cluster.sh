@@ -7,6 +7,8 @@
 #               the kubernetes Service), kube-controller-manager,
 #               kube-scheduler, kubectl, helm. The tap joins the guests' hub
 #               through a device-less QEMU in a free hub slot.
+#               snapshot-controller too, once pillar.sh installed the
+#               VolumeSnapshot CRDs.
 #   guests (tests/e2e/lib.sh): storage 10.77.0.1 (pods 10.244.1.0/24),
 #               consumer-a 10.77.0.11 (10.244.2.0/24), consumer-b 10.77.0.12
 #               (10.244.3.0/24); kubelet + containerd + runc + CNI bridge
@@ -55,7 +57,7 @@ NODES=(storage consumer-a consumer-b)
 # agent run on the storage node, the node plugin and the workloads on the
 # consumers.
 declare -A NODE_IMAGES=(
-  [storage]="pause pillar-agent pillar-controller csi-provisioner csi-attacher csi-resizer"
+  [storage]="pause pillar-agent pillar-controller csi-provisioner csi-attacher csi-resizer csi-snapshotter"
   [consumer-a]="pause busybox pillar-node registrar"
   [consumer-b]="pause busybox pillar-node registrar")
 export PILLAR_BUILD

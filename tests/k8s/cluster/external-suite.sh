@@ -4,7 +4,7 @@
 # tests/k8s/build-node-tools.sh) against pillar, one e2e.test per protocol,
 # the protocols at once, each with its test-driver file in drivers/.
 #   PILLAR_K8S_E2E_SUITE=ci    (default) one spec per protocol (the CI budget)
-#   PILLAR_K8S_E2E_SUITE=broad the seven specs below (about 9 min here)
+#   PILLAR_K8S_E2E_SUITE=broad the ten specs below (seven took about 9 min here)
 #   PILLAR_K8S_E2E_SUITE=full  every External.Storage spec (1.5-3 h a protocol)
 #   PILLAR_K8S_E2E_SUITE=0     none
 #   PILLAR_K8S_E2E_SUITE_PROTOCOLS  (default "nvmeof-tcp iscsi nfs")
@@ -16,12 +16,15 @@ suite_mode=${PILLAR_K8S_E2E_SUITE:-ci}
 suite_protocols=${PILLAR_K8S_E2E_SUITE_PROTOCOLS:-nvmeof-tcp iscsi nfs}
 # The broad set: provisioning and data (volumes), block mode, online expansion,
 # several volumes in one pod or one volume in several (multiVolume, whose
-# patterns say "filesystem volmode", not "default fs"), per protocol.
+# patterns say "filesystem volmode", not "default fs"), and a snapshot's
+# life (the suite's snapshottable spec: fields, restore after the source
+# changed, deletion) per protocol.
+suite_snap='\[Testpattern: Dynamic Snapshot \(delete policy\)\] snapshottable.* should check snapshot fields, check restore correctly works after modifying source data, check deletion \(persistent\)'
 declare -A suite_broad=(
-  [nvmeof-tcp]='\[Testpattern: Dynamic PV \(default fs\)\] volumes should store data|\[Testpattern: Dynamic PV \(block volmode\)\] volumes should store data|\[Testpattern: Dynamic PV \(default fs\)\(allowExpansion\)\] volume-expand should resize volume when PVC is edited while pod is using it'
-  [iscsi]='\[Testpattern: Dynamic PV \(default fs\)\] volumes should store data|\[Testpattern: Dynamic PV \(block volmode\)\] multiVolume.* should access to two volumes with the same volume mode and retain data across pod recreation on the same node'
-  [nfs]='\[Testpattern: Dynamic PV \(default fs\)\] volumes should store data|\[Testpattern: Dynamic PV \(filesystem volmode\)\] multiVolume.* should concurrently access the single volume from pods on the same node')
-declare -A suite_broad_count=([nvmeof-tcp]=3 [iscsi]=2 [nfs]=2)
+  [nvmeof-tcp]='\[Testpattern: Dynamic PV \(default fs\)\] volumes should store data|\[Testpattern: Dynamic PV \(block volmode\)\] volumes should store data|\[Testpattern: Dynamic PV \(default fs\)\(allowExpansion\)\] volume-expand should resize volume when PVC is edited while pod is using it|'$suite_snap
+  [iscsi]='\[Testpattern: Dynamic PV \(default fs\)\] volumes should store data|\[Testpattern: Dynamic PV \(block volmode\)\] multiVolume.* should access to two volumes with the same volume mode and retain data across pod recreation on the same node|'$suite_snap
+  [nfs]='\[Testpattern: Dynamic PV \(default fs\)\] volumes should store data|\[Testpattern: Dynamic PV \(filesystem volmode\)\] multiVolume.* should concurrently access the single volume from pods on the same node|'$suite_snap)
+declare -A suite_broad_count=([nvmeof-tcp]=4 [iscsi]=3 [nfs]=3)
 # The ci set: the suite's own provisioning-and-data spec per protocol (block
 # mode, expansion and two consumers are the workload lives' part of the stage).
 declare -A suite_ci=(

@@ -1,8 +1,9 @@
 # shellcheck shell=bash
 # Sourced by cluster.sh once the nodes are Ready: pillar installed with helm
 # as a user would (pillarctl certs into Secrets, values for this cluster),
-# then a workload's life on each protocol. Uses cluster.sh's ok/fail/figure,
-# kubectl, vm_exec, W, root, NODE_IP and PILLAR_K8S_IMAGES.
+# then a workload's life on each protocol, with a snapshot's life on the
+# filesystem volumes. Uses cluster.sh's ok/fail/figure, kubectl, vm_exec, W,
+# root, NODE_IP, PILLAR_K8S_IMAGES and PILLAR_SNAPSHOT_CRDS.
 # shellcheck disable=SC2154
 NS=pillar-system
 HELM_BIN=$CSI_BIN/helm
@@ -13,6 +14,9 @@ STORAGE_AGENT=storage-1
 # The protocols whose filesystem volume also goes through online expansion
 # and the node plugin's and agent's restarts under I/O (space separated).
 LONG_LIFE=${PILLAR_K8S_E2E_LONG-nvmeof-tcp}
+# The protocols whose filesystem volume also lives a snapshot's life:
+# snapshot, restore, clone (space separated; empty: none).
+SNAP_LIFE=${PILLAR_K8S_E2E_SNAPSHOTS-nvmeof-tcp iscsi nfs}
 
 # On a failure: every pillar container's log (and its previous one), the
 # events and the guests' kernel messages, into $W/logs/pillar/ (kept, since
@@ -22,7 +26,7 @@ pillar_dump() {
   local d=$W/logs/pillar p c n
   mkdir -p "$d"
   kubectl get events -A --sort-by=.lastTimestamp >"$d/events.txt" 2>&1
-  kubectl get pods,pvc,pv,volumeattachments -A -o wide >"$d/objects.txt" 2>&1
+  kubectl get pods,pvc,pv,volumeattachments,volumesnapshots,volumesnapshotcontents -A -o wide >"$d/objects.txt" 2>&1
   kubectl get pvst,pillarnodes,pillaragents,pillarsnapshots -o yaml >"$d/pillar-objects.yaml" 2>&1
   for p in $(kubectl -n "$NS" get pods -o name 2>/dev/null); do
     for c in $(kubectl -n "$NS" get "$p" -o jsonpath='{.spec.containers[*].name}' 2>/dev/null); do
@@ -41,6 +45,8 @@ pillar_dump() {
     echo "-- $(basename "$p")"
     grep -v '"level":"debug"' "$p" | tail -n 8
   done
+  echo "-- snapshot-controller.log"
+  tail -n 8 "$W/logs/snapshot-controller.log" 2>/dev/null
   echo "-- events (last 25)"
   tail -n 25 "$d/events.txt"
 }
@@ -62,8 +68,9 @@ if "$PILLARCTL" certs ca --out "$pki/ca" >/dev/null &&
     --dns pillar-agent --ip "${NODE_IP[storage]}" >/dev/null &&
   "$PILLARCTL" certs issue --role controller --name pillar-controller --ca "$pki/ca" --out "$pki/controller" \
     --dns "$registry_host" >/dev/null &&
-  "$PILLARCTL" certs issue --role node --name pillar-node --ca "$pki/ca" --out "$pki/node" >/dev/null; then
-  ok "pillarctl certs: a CA, the agent's ($STORAGE_AGENT), the controller's, the node plugins'"
+  "$PILLARCTL" certs issue --role node --name pillar-node --ca "$pki/ca" --out "$pki/node" >/dev/null &&
+  "$PILLARCTL" certs issue --role operator --name k8s-e2e --ca "$pki/ca" --out "$pki/operator" >/dev/null; then
+  ok "pillarctl certs: a CA, the agent's ($STORAGE_AGENT), the controller's, the node plugins', an operator's"
 else
   fail "pillarctl certs"
 fi
@@ -78,6 +85,21 @@ else
   fail "the Secrets in $NS"
 fi
 
+# ---- snapshots: the cluster's part ------------------------------------------------
+# What a cluster brings for snapshots, not pillar's chart: the VolumeSnapshot
+# CRDs of the csi-snapshotter sidecar's release (test-k8s-e2e.sh copied them
+# from the Go module cache) and its snapshot-controller, here on the host
+# beside kube-controller-manager. Before helm install: the chart's
+# VolumeSnapshotClass needs the CRDs.
+t_snap=$(now_ms)
+mapfile -t snapshot_crds < <(ls "${PILLAR_SNAPSHOT_CRDS:-/nonexistent}"/*.yaml 2>/dev/null)
+if k8s_start_snapshot_controller "$W" "$CSI_BIN/snapshot-controller" "${snapshot_crds[@]}" 2>>"$W/logs/snapshot-setup.log"; then
+  ok "VolumeSnapshot CRDs Established and snapshot-controller $("$CSI_BIN/snapshot-controller" --version 2>&1 | grep -o 'v[0-9][0-9.]*' | head -1) running"
+  figure "VolumeSnapshot CRDs and snapshot-controller up in $(since "$t_snap") s"
+else
+  fail "VolumeSnapshot CRDs and snapshot-controller" "$(tail -3 "$W/logs/snapshot-setup.log")"
+fi
+
 # ---- helm install ---------------------------------------------------------------
 tag_of() { sed -n "s|^pillar-$1 .*:||p" "$PILLAR_K8S_IMAGES/list"; }
 cat >"$W/values.yaml" <<EOF
@@ -88,6 +110,8 @@ controller:
   agents:
     - {name: $STORAGE_AGENT, address: ${NODE_IP[storage]}, port: 9500, node: storage}
   resyncInterval: 10
+  sidecars:
+    snapshotter: {enabled: true}
 node:
   image: {tag: "$(tag_of node)"}
   nodeSelector: {pillar-csi.bhyoo.com/consumer: "true"}
@@ -118,6 +142,12 @@ if took=$(wait_for 600 ready_pods app.kubernetes.io/component=controller 1); the
   figure "helm install to controller Ready in $took s"
 else
   fail "the controller pod Ready" "$(kubectl -n "$NS" get pods -o wide 2>&1; kubectl -n "$NS" describe pods -l app.kubernetes.io/component=controller 2>&1 | tail -20)"
+fi
+vsc=$(kubectl get volumesnapshotclass pillar-snapshots -o jsonpath='{.driver} {.deletionPolicy}' 2>&1)
+if [[ $vsc == "pillar-csi.bhyoo.com Delete" ]]; then
+  ok "the chart's VolumeSnapshotClass pillar-snapshots (driver pillar-csi.bhyoo.com, Delete)"
+else
+  fail "the chart's VolumeSnapshotClass pillar-snapshots" "$vsc"
 fi
 if took=$(wait_for 300 ready_pods app.kubernetes.io/component=agent 1); then
   ok "the agent pod $STORAGE_AGENT Ready"
@@ -163,14 +193,21 @@ fi
 pvc_bound() { [[ $(kubectl get pvc "$1" -o jsonpath='{.status.phase}') == Bound ]]; }
 pod_running() { [[ $(kubectl get pod "$1" -o jsonpath='{.status.phase}') == Running ]]; }
 pv_gone() { [[ -z $(kubectl get pv -o jsonpath="{.items[?(@.spec.claimRef.name==\"$1\")].metadata.name}") ]]; }
-# workload_pod NAME NODE PVC MODE(fs|block) COMMAND
+# workload_pod NAME NODE CLAIMS MODE(fs|block) COMMAND. CLAIMS: a PVC (at
+# /data, or /dev/xvda in block mode), or PVC:MOUNT-PATH words (fs).
 workload_pod() {
-  local vol
-  if [[ $4 == block ]]; then
-    vol="volumeDevices: [{name: v, devicePath: /dev/xvda}]"
-  else
-    vol="volumeMounts: [{name: v, mountPath: /data}]"
-  fi
+  local vol="" vols="" c i=0
+  for c in $3; do
+    i=$((i + 1))
+    if [[ $4 == block ]]; then
+      vol+="{name: v$i, devicePath: /dev/xvda}, "
+    else
+      [[ $c == *:* ]] || c+=:/data
+      vol+="{name: v$i, mountPath: ${c#*:}}, "
+    fi
+    vols+="{name: v$i, persistentVolumeClaim: {claimName: ${c%%:*}}}, "
+  done
+  if [[ $4 == block ]]; then vol="volumeDevices: [${vol%, }]"; else vol="volumeMounts: [${vol%, }]"; fi
   kubectl apply -f - >/dev/null <<EOF
 apiVersion: v1
 kind: Pod
@@ -184,7 +221,7 @@ spec:
     imagePullPolicy: Never
     command: [sh, -c, '$5']
     $vol
-  volumes: [{name: v, persistentVolumeClaim: {claimName: $3}}]
+  volumes: [${vols%, }]
 EOF
 }
 # The longest pause between the seconds a pod's loop wrote to FILE, in the
@@ -318,11 +355,13 @@ EOF
     else
       fail "$proto/$mode: consumer-b reads the same bytes" "want $data, got ${got:0:200}"
     fi
+    [[ $mode == fs && " ${SNAP_LIFE:-} " == *" $proto "* ]] && snap_life "$proto" "$data"
     [[ $mode == fs && " ${LONG_LIFE:-} " == *" $proto "* ]] && return
   else
     fail "$proto/$mode: pod on consumer-b Running" "$(kubectl describe pod "$wb" 2>&1 | tail -8)"
   fi
   life_end "$proto" "$mode"
+  if [[ $mode == fs ]]; then snap_end "$proto"; fi
 }
 life_end() { # life_end PROTOCOL MODE: the pod and the PVC deleted, the PV gone
   local pvc=pvc-$1-$2
@@ -332,6 +371,175 @@ life_end() { # life_end PROTOCOL MODE: the pod and the PVC deleted, the PV gone
     ok "$1/$2: PVC deleted, its PV gone"
   else
     fail "$1/$2: PV gone after the PVC's deletion"
+  fi
+}
+
+# ---- a snapshot's life (the filesystem volume of each SNAP_LIFE protocol) ----------
+vs_ready() { [[ $(kubectl get volumesnapshot "$1" -o jsonpath='{.status.readyToUse}') == true ]]; }
+gone() { # gone KIND NAME: the API server answers NotFound (any other answer is not "gone")
+  kubectl get "$1" "$2" 2>&1 | grep -q NotFound
+}
+# read_direct POD FILE: the file's first line, read with O_DIRECT: from the
+# volume, not from the node's page cache.
+read_direct() { kubectl exec "$1" -- sh -c "dd if=$2 iflag=direct bs=4096 count=1 2>/dev/null | head -n 1" 2>&1; }
+# snap_life PROTOCOL DATA: the source pvc-P-fs holds DATA in /data/f and its
+# pod b-P-fs runs on consumer-b. A VolumeSnapshot of the chart's class is
+# readyToUse with a restore size; the source is overwritten; a restore
+# (dataSource: the VolumeSnapshot) and a clone (dataSource: the source PVC)
+# are mounted by one pod on consumer-a: the restore reads DATA, the clone the
+# overwrite; then the clone and the source are each written, and neither
+# sees the other's write. DATA is kept in $W/run for snap_end, and a mark
+# that every step passed.
+snap_life() {
+  local proto=$1 data=$2 pvc=pvc-$1-fs wb=b-$1-fs vs=snap-$1 sp=s-$1 took size got t0 class
+  echo "$data" >"$W/run/snap-$proto.data"
+  class=$(kubectl get pvc "$pvc" -o jsonpath='{.spec.storageClassName}')
+  kubectl apply -f - >/dev/null <<YAML
+apiVersion: snapshot.storage.k8s.io/v1
+kind: VolumeSnapshot
+metadata: {name: $vs}
+spec:
+  volumeSnapshotClassName: pillar-snapshots
+  source: {persistentVolumeClaimName: $pvc}
+YAML
+  if took=$(wait_for 300 vs_ready "$vs"); then
+    size=$(kubectl get volumesnapshot "$vs" -o jsonpath='{.status.restoreSize}')
+    if [[ -n $size && $size != 0 ]]; then
+      ok "$proto: VolumeSnapshot $vs readyToUse, restoreSize $size"
+    else
+      fail "$proto: the VolumeSnapshot's restoreSize is not zero" "restoreSize [$size]"
+    fi
+    figure "$proto VolumeSnapshot to readyToUse in $took s"
+  else
+    fail "$proto: VolumeSnapshot readyToUse" "$(kubectl describe volumesnapshot "$vs" 2>&1 | tail -8)"
+    return
+  fi
+  # The source changes after the snapshot, before the clone.
+  if ! kubectl exec "$wb" -- sh -c "echo after-$data >/data/f && sync" >/dev/null 2>&1; then
+    fail "$proto: the source overwritten after the snapshot" "$(kubectl exec "$wb" -- ls -l /data 2>&1)"
+    return
+  fi
+  t0=$(now_ms)
+  kubectl apply -f - >/dev/null <<YAML
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: restore-$proto}
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: $class
+  dataSource: {apiGroup: snapshot.storage.k8s.io, kind: VolumeSnapshot, name: $vs}
+  resources: {requests: {storage: 64Mi}}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: clone-$proto}
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: $class
+  dataSource: {kind: PersistentVolumeClaim, name: $pvc}
+  resources: {requests: {storage: 64Mi}}
+YAML
+  if wait_for 300 pvc_bound "restore-$proto" >/dev/null && wait_for 300 pvc_bound "clone-$proto" >/dev/null; then
+    ok "$proto: a PVC restored from the VolumeSnapshot and a PVC cloned from the source, both Bound"
+    figure "$proto restore and clone PVCs to Bound in $(since "$t0") s"
+  else
+    fail "$proto: restore and clone PVCs Bound" "$(kubectl describe pvc "restore-$proto" "clone-$proto" 2>&1 | grep -A6 Events)"
+    return
+  fi
+  t0=$(now_ms)
+  workload_pod "$sp" consumer-a "restore-$proto:/r clone-$proto:/c" fs 'exec sleep 3600'
+  if ! wait_for 300 pod_running "$sp" >/dev/null; then
+    fail "$proto: a pod on consumer-a with the restore and the clone Running" "$(kubectl describe pod "$sp" 2>&1 | tail -8)"
+    return
+  fi
+  figure "$proto pod with the restore and the clone Running (consumer-a) in $(since "$t0") s"
+  got=$(kubectl exec "$sp" -- cat /r/f 2>&1)
+  if [[ $got == "$data" ]]; then
+    ok "$proto: the restore, on consumer-a, reads the bytes of snapshot time"
+  else
+    fail "$proto: the restore reads the bytes of snapshot time" "want $data, got ${got:0:200}"
+  fi
+  got=$(kubectl exec "$sp" -- cat /c/f 2>&1)
+  if [[ $got == "after-$data" ]]; then
+    ok "$proto: the clone reads the source's bytes at clone time"
+  else
+    fail "$proto: the clone reads the source's bytes at clone time" "want after-$data, got ${got:0:200}"
+  fi
+  # Each written on its own: neither sees the other's write.
+  kubectl exec "$sp" -- sh -c "echo clone-$data >/c/f && sync" >/dev/null 2>&1
+  kubectl exec "$wb" -- sh -c "echo source-$data >/data/f && sync" >/dev/null 2>&1
+  got="$(read_direct "$sp" /c/f) $(read_direct "$wb" /data/f) $(read_direct "$sp" /r/f)"
+  if [[ $got == "clone-$data source-$data $data" ]]; then
+    ok "$proto: the clone and the source diverge (each reads only its own write), the restore unchanged"
+    touch "$W/run/snap-$proto.ok"
+  else
+    fail "$proto: clone and source diverge independently" "want clone-$data source-$data $data, got ${got:0:300}"
+  fi
+}
+# snap_end PROTOCOL: after the source PVC was deleted and its PV went
+# (life_end), the VolumeSnapshot is deleted while its restore exists: the
+# VolumeSnapshot, its content, its PillarSnapshot and the agent's snapshot
+# go; the restore and the clone still read their bytes (O_DIRECT); then the
+# pod, the restore and the clone go. After a failed snap_life only the
+# clean-up runs (its failure was counted).
+snap_end() {
+  local proto=$1 vs=snap-$1 sp=s-$1 data content="" handle="" agent_id="" got drift restore_id t0
+  [[ -s $W/run/snap-$proto.data ]] || return 0
+  if [[ ! -e $W/run/snap-$proto.ok ]]; then
+    kubectl delete pod "$sp" --ignore-not-found --wait=true --timeout=180s >/dev/null 2>&1
+    kubectl delete volumesnapshot "$vs" --ignore-not-found --wait=false >/dev/null 2>&1
+    kubectl delete pvc "restore-$proto" "clone-$proto" --ignore-not-found --wait=true --timeout=180s >/dev/null 2>&1
+    return 0
+  fi
+  data=$(cat "$W/run/snap-$proto.data")
+  content=$(kubectl get volumesnapshot "$vs" -o jsonpath='{.status.boundVolumeSnapshotContentName}' 2>/dev/null)
+  [[ -z $content ]] || handle=$(kubectl get volumesnapshotcontent "$content" -o jsonpath='{.status.snapshotHandle}' 2>/dev/null)
+  [[ -z $handle ]] || agent_id=$(kubectl get pillarsnapshot "$handle" -o jsonpath='{.spec.agentSnapshotID}' 2>/dev/null)
+  if [[ -n $agent_id ]] && vs_ready "$vs"; then
+    ok "$proto: its source deleted, VolumeSnapshot $vs still readyToUse (PillarSnapshot $handle, the agent's $agent_id)"
+  else
+    fail "$proto: the VolumeSnapshot, its content and PillarSnapshot after the source's deletion" \
+      "content [$content] handle [$handle] agent's id [$agent_id]: $(kubectl describe volumesnapshot "$vs" 2>&1 | tail -6)"
+  fi
+  t0=$(now_ms)
+  kubectl delete volumesnapshot "$vs" --wait=true --timeout=180s >/dev/null 2>&1
+  snap_gone() {
+    gone volumesnapshot "$vs" && { [[ -z $content ]] || gone volumesnapshotcontent "$content"; } &&
+      { [[ -z $handle ]] || gone pillarsnapshot "$handle"; }
+  }
+  if wait_for 180 snap_gone >/dev/null; then
+    ok "$proto: VolumeSnapshot deleted: it, its VolumeSnapshotContent and its PillarSnapshot gone"
+    figure "$proto VolumeSnapshot delete to its PillarSnapshot gone in $(since "$t0") s"
+  else
+    fail "$proto: the deleted snapshot's objects gone" \
+      "$(kubectl get volumesnapshot,volumesnapshotcontent 2>&1 | tail -4; kubectl get pillarsnapshot "$handle" 2>&1 | tail -2)"
+  fi
+  # The agent's own listing, read with an operator's certificate (pillarctl
+  # drift): nothing of the snapshot; the restore in sync shows the agent answered.
+  restore_id=$(kubectl get pvc "restore-$proto" -o jsonpath='{.spec.volumeName}' 2>/dev/null)
+  [[ -z $restore_id ]] || restore_id=$(kubectl get pv "$restore_id" -o jsonpath='{.spec.csi.volumeHandle}' 2>/dev/null)
+  drift=$("$PILLARCTL" --kubeconfig "$W/kubeconfig" --agent-tls-cert "$pki/operator/tls.crt" \
+    --agent-tls-key "$pki/operator/tls.key" --agent-tls-ca "$pki/operator/ca.crt" drift 2>&1)
+  if [[ -n $agent_id && $drift != *"$agent_id"* && -n $restore_id && $drift == *"$restore_id: in sync"* ]]; then
+    ok "$proto: the agent no longer lists snapshot $agent_id (pillarctl drift) and serves the restore"
+  else
+    fail "$proto: the agent's listing without the snapshot" \
+      "$(grep -F -e "${agent_id:-?}" -e "${restore_id:-?}" -e cannot <<<"$drift" | head -6)"
+  fi
+  got="$(read_direct "$sp" /r/f) $(read_direct "$sp" /c/f)"
+  if [[ $got == "$data clone-$data" ]]; then
+    ok "$proto: source and snapshot deleted: the restore still reads the bytes of snapshot time, the clone its own"
+  else
+    fail "$proto: the restore and the clone after the source's and the snapshot's deletion" \
+      "want $data clone-$data, got ${got:0:300}"
+  fi
+  # Pod and claims at once (a claim goes once no pod uses it): one wait.
+  kubectl delete pod "$sp" --wait=false >/dev/null 2>&1
+  kubectl delete pvc "restore-$proto" "clone-$proto" --wait=false >/dev/null 2>&1
+  if wait_for 300 pv_gone "restore-$proto" >/dev/null && wait_for 120 pv_gone "clone-$proto" >/dev/null; then
+    ok "$proto: the restore's and the clone's PVCs deleted, their PVs gone"
+  else
+    fail "$proto: the restore's and the clone's PVs gone" "$(kubectl get pv 2>&1 | grep -e "restore-$proto" -e "clone-$proto")"
   fi
 }
 
@@ -407,10 +615,18 @@ for proto in $LONG_LIFE; do
     t_long=$(now_ms)
     long_life "$proto" "pvc-$proto-fs" "b-$proto-fs"
     life_end "$proto" fs
+    snap_end "$proto"
     figure "$proto long life (expansion, node plugin and agent restarts) in $(since "$t_long") s"
   fi
 done
 
+# No snapshot left in the record (each snapshot's end checked the agent's listing).
+left=$(kubectl get pillarsnapshots,volumesnapshots,volumesnapshotcontents -A -o name 2>&1)
+if [[ -z $left ]]; then
+  ok "no PillarSnapshot, VolumeSnapshot or VolumeSnapshotContent left"
+else
+  fail "no snapshot objects left" "${left:0:300}"
+fi
 # Nothing left on the storage node.
 left=$(vm_exec storage bash -c 'ls /sys/kernel/config/nvmet/subsystems 2>/dev/null; ls /sys/kernel/config/target/iscsi 2>/dev/null | grep "^iqn[.]"; exportfs 2>/dev/null; losetup -n -O BACK-FILE 2>/dev/null' 2>&1)
 if [[ -z ${left//[[:space:]]/} ]]; then

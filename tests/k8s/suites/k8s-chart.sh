@@ -15,7 +15,8 @@
 #   - every rendered object applied with server-side apply (CRDs first,
 #     Established); the controller's pods made by the real Deployment
 #     controller (Pending: no kubelet); the certManager render as a
-#     --dry-run=server of the kinds the harness has (no cert-manager here)
+#     --dry-run=server of the kinds the harness has (no cert-manager here;
+#     the VolumeSnapshot CRDs installed for its VolumeSnapshotClass)
 #   - RBAC with kubectl auth can-i as each ServiceAccount, and a TokenReview
 #     of a node plugin token made as the controller's ServiceAccount
 #   - the rendered pillar-controller arguments run as the controller's
@@ -1004,7 +1005,16 @@ pillar_kill "$W" controller-b TERM
 
 # certManager render: the kinds the harness has, as a server-side dry run (no
 # cert-manager CRDs here); its cert-manager objects were checked as rendered.
+# It enables the snapshotter, so it has a VolumeSnapshotClass: the cluster's
+# VolumeSnapshot CRDs first, as tests/k8s/cluster installs them (the files of
+# the csi-snapshotter release, tests/k8s/snapshot-crds.sh).
 kubectl create namespace "$NS2" >/dev/null 2>&1 || fail "namespace $NS2 created"
+mapfile -t snapshot_crds < <("$here/snapshot-crds.sh")
+if k8s_snapshot_crds "$W" "${snapshot_crds[@]}"; then
+  ok "the VolumeSnapshot CRDs of the csi-snapshotter release Established"
+else
+  fail "the VolumeSnapshot CRDs (tests/k8s/snapshot-crds.sh)" "$(tail -3 "$W/logs/snapshot-crds.log" 2>&1)"
+fi
 jq '[.[] | select(.apiVersion | startswith("cert-manager.io") | not)] | {apiVersion: "v1", kind: "List", items: .}' \
   "$W/custom.json" >"$W/custom-known.json"
 if kubectl apply --server-side --dry-run=server --field-manager=pillar-chart-test --force-conflicts \

@@ -98,6 +98,7 @@ require (
 	k8s.io/apiserver v0.37.0 // indirect
 	k8s.io/client-go v0.37.0 // indirect
 	k8s.io/component-base v0.37.0 // indirect
+	k8s.io/component-helpers v0.37.0 // indirect
 	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/kube-openapi v0.0.0-20260821135717-be32def86098 // indirect
 	k8s.io/streaming v0.37.0 // indirect
@@ -109,7 +110,10 @@ require (
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
 
-tool github.com/kubernetes-csi/external-snapshotter/v8/cmd/csi-snapshotter
+tool (
+	github.com/kubernetes-csi/external-snapshotter/v8/cmd/csi-snapshotter
+	github.com/kubernetes-csi/external-snapshotter/v8/cmd/snapshot-controller
+)
 
 // The replace block of external-snapshotter v8.7.0's own go.mod (k8s.io v0.37.0),
 // repeated because a dependency's replaces are ignored. Upstream also replaces
