@@ -419,7 +419,7 @@ helm template pillar "$chart" --namespace "$NS" --include-crds >"$W/with-crds.ya
   fail "helm template --include-crds" "$(cat "$W/err")"
 tojson "$W/with-crds.yaml" | jq -S '[.[] | select(.kind == "CustomResourceDefinition")] | sort_by(.metadata.name)' >"$W/crds-chart.json"
 for f in "$root"/deploy/crds/*.yaml; do tojson "$f"; done | jq -S -s 'add | sort_by(.metadata.name)' >"$W/crds-deploy.json"
-if [[ $(jq length "$W/crds-chart.json") == 3 ]] && cmp -s "$W/crds-chart.json" "$W/crds-deploy.json"; then
+if [[ $(jq length "$W/crds-chart.json") == 4 ]] && cmp -s "$W/crds-chart.json" "$W/crds-deploy.json"; then
   ok "the CRDs helm installs are deploy/crds' objects (parsed)"
 else
   fail "the CRDs helm installs are deploy/crds' objects (parsed)" "$(diff "$W/crds-deploy.json" "$W/crds-chart.json" | head -5)"
@@ -447,7 +447,7 @@ N=$(obj DaemonSet store-pillar-node)
 A=$(obj DaemonSet store-pillar-agent-storage-1)
 KD=/var/snap/microk8s/common/var/lib/kubelet
 check "custom: every namespaced object is in $NS2" \
-  "[.[] | select(.kind | IN(\"CSIDriver\",\"ClusterRole\",\"ClusterRoleBinding\",\"StorageClass\") | not)
+  "[.[] | select(.kind | IN(\"CSIDriver\",\"ClusterRole\",\"ClusterRoleBinding\",\"StorageClass\",\"VolumeSnapshotClass\") | not)
     | .metadata.namespace] | all(. == \"$NS2\")"
 check "custom: 3 replicas, the snapshotter as a fourth sidecar" \
   "$D | (.spec.replicas == 3) and ([.spec.template.spec.containers[].name] ==
