@@ -518,6 +518,7 @@ StatusOr<std::optional<BackendSnapshot>> LvmBackend::FindSnapshotRow(const std::
 StatusOr<std::vector<BackendSnapshot>> LvmBackend::ListSnapshotRows() {
   ASSIGN_OR_RETURN(std::vector<LvmRow> rows, ListSnapshotLvs());
   std::vector<BackendSnapshot> out;
+  out.reserve(rows.size());
   for (const auto& row : rows) out.push_back(ToSnapshot(row));
   return out;
 }

@@ -343,8 +343,8 @@ class MarkedBackend : public Backend {
  private:
   // Every argument of a Create or CreateFrom, before anything is looked at.
   Status CheckCreate(const std::string& name, int64_t size_bytes, VolumeMode mode,
-                     const std::map<std::string, std::string>& params,
-                     const std::string& owner_uid, const std::optional<VolumeRoot>& root) const {
+                     const std::map<std::string, std::string>& params, const std::string& owner_uid,
+                     const std::optional<VolumeRoot>& root) const {
     RETURN_IF_ERROR(CheckName(name));
     RETURN_IF_ERROR(backend_util::CheckSize(Id(name), size_bytes));
     RETURN_IF_ERROR(backend_util::CheckMode(*this, mode));

@@ -568,6 +568,12 @@ StatusOr<BackendSnapshot> ZfsBackend::DoCreateSnapshot(const ZfsRow& row, const 
                                                        const std::string& snapshot_uid,
                                                        bool /*detached*/,
                                                        std::unique_lock<std::mutex>& /*lock*/) {
+  if (row.size_bytes <= 0) {
+    // A file system imported without a refquota: no size a restore could ask for.
+    return FailedPrecondition("volume " + Id(row.name) +
+                              " has no size (no refquota); expand it to give it one, then "
+                              "snapshot it");
+  }
   RETURN_IF_ERROR(exec_.RunOk(
       Zfs({"snapshot", "-o", std::string(kSnapshotOwnerProperty) + "=" + snapshot_uid, "-o",
            std::string(kSnapshotSizeProperty) + "=" + std::to_string(row.size_bytes), "--",
