@@ -377,7 +377,11 @@ life_end() { # life_end PROTOCOL MODE: the pod and the PVC deleted, the PV gone
 # ---- a snapshot's life (the filesystem volume of each SNAP_LIFE protocol) ----------
 vs_ready() { [[ $(kubectl get volumesnapshot "$1" -o jsonpath='{.status.readyToUse}') == true ]]; }
 gone() { # gone KIND NAME: the API server answers NotFound (any other answer is not "gone")
-  kubectl get "$1" "$2" 2>&1 | grep -q NotFound
+  # Not a pipe into grep: under pipefail kubectl's own exit 1 (NotFound) would
+  # make every answer "not gone".
+  local out
+  out=$(kubectl get "$1" "$2" 2>&1)
+  [[ $out == *NotFound* ]]
 }
 # read_direct POD FILE: the file's first line, read with O_DIRECT: from the
 # volume, not from the node's page cache.
