@@ -61,7 +61,7 @@ n=0
 for crd in pillarvolumestates pillaragents pillarnodes pillarsnapshots; do
   [[ $(kubectl get crd "$crd.pillar-csi.bhyoo.com" -o jsonpath='{.status.conditions[?(@.type=="Established")].status}') == True ]] && n=$((n + 1))
 done
-if ((n == 3)); then ok "the controller installed pillar's three CRDs"; else fail "CRDs installed" "$n of 3 Established"; fi
+if ((n == 4)); then ok "the controller installed pillar's four CRDs"; else fail "CRDs installed" "$n of 4 Established"; fi
 if [[ $(holder) == controller-a ]]; then ok "the Lease names controller-a"; else fail "Lease holder" "$(holder)"; fi
 
 controller controller-b

@@ -68,7 +68,7 @@ run() {
   fi
   if ! crds | k8s_kubectl apply -f - >"$W/crds.out" 2>&1 ||
     ! k8s_kubectl wait --for=condition=Established --timeout=60s \
-      "crd/pillarvolumestates.$group" "crd/pillaragents.$group" "crd/pillarnodes.$group" "crd/pillarsnapshots.$group" >>"$W/crds.out" 2>&1; then
+      "crd/pillarvolumestates.$group" "crd/pillaragents.$group" "crd/pillarnodes.$group" >>"$W/crds.out" 2>&1; then
     fail "$mode: conformance CRDs established" "$(cat "$W/crds.out")"
     k8s_down "$W"
     return
