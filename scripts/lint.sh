@@ -8,6 +8,9 @@ clang-format --dry-run --Werror "${files[@]}"
 echo "lint: clang-format clean (${#files[@]} files)"
 build=${PILLAR_BUILD_DIR:-build}
 if [[ ! -f "$build/compile_commands.json" ]]; then ./scripts/build.sh; fi
+# The generated protobuf headers, as the sources now need them: a build dir
+# from before a .proto change would have clang-tidy read stale ones.
+cmake --build "$build" --target pillar_proto_agent pillar_proto_csi pillar_proto_registry >/dev/null
 mapfile -t all < <(git ls-files --cached --others --exclude-standard 'src/*.cc')
 # A file whose inputs (tidy-keys.py: itself after the preprocessor with
 # comments and #defines, its flags, the checks, clang-tidy's version) passed
