@@ -68,8 +68,9 @@ done
 # s16 on the file pool is left to the host's ControllerIntegrationTest (real
 # binaries, a real file pool), csi-sanity's snapshot specs and the cluster's
 # snapshot lives; s1@lvm-thin to s16@lvm-thin's thin LVs over NVMe-oF:
-# `E2E_ONLY=all` runs them all.
-DEFAULT_ONLY="${BASE_SCENARIOS/ s16/} s1@zfs s15@zfs s16@zfs s15@lvm-thin s16@lvm-thin"
+# s1@zfs to s16@zfs (zvols over NVMe-oF, a dataset over NFS, on the same
+# pool). `E2E_ONLY=all` runs them all.
+DEFAULT_ONLY="${BASE_SCENARIOS/ s16/} s15@zfs s16@zfs s15@lvm-thin s16@lvm-thin"
 ONLY="${E2E_ONLY:-$DEFAULT_ONLY}"
 [[ "$ONLY" == all ]] && ONLY="$SCENARIOS"
 # The pools a scenario uses (use_pools sets them per profile).
