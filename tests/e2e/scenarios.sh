@@ -69,8 +69,9 @@ done
 # binaries, a real file pool), csi-sanity's snapshot specs and the cluster's
 # snapshot lives; s1@lvm-thin to s16@lvm-thin's thin LVs over NVMe-oF:
 # s1@zfs to s16@zfs (zvols over NVMe-oF, a dataset over NFS, on the same
-# pool). `E2E_ONLY=all` runs them all.
-DEFAULT_ONLY="${BASE_SCENARIOS/ s16/} s15@zfs s16@zfs s15@lvm-thin s16@lvm-thin"
+# pool); lvm-thin (s15, s16 passed on 2026-12-07) to the whole set, for the
+# CI's 45 minutes. `E2E_ONLY=all` runs them all.
+DEFAULT_ONLY="${BASE_SCENARIOS/ s16/} s15@zfs s16@zfs"
 ONLY="${E2E_ONLY:-$DEFAULT_ONLY}"
 [[ "$ONLY" == all ]] && ONLY="$SCENARIOS"
 # The pools a scenario uses (use_pools sets them per profile).

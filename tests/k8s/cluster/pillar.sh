@@ -16,7 +16,7 @@ STORAGE_AGENT=storage-1
 LONG_LIFE=${PILLAR_K8S_E2E_LONG-nvmeof-tcp}
 # The protocols whose filesystem volume also lives a snapshot's life:
 # snapshot, restore, clone (space separated; empty: none).
-SNAP_LIFE=${PILLAR_K8S_E2E_SNAPSHOTS-iscsi nfs}
+SNAP_LIFE=${PILLAR_K8S_E2E_SNAPSHOTS-nfs}
 
 # On a failure: every pillar container's log (and its previous one), the
 # events and the guests' kernel messages, into $W/logs/pillar/ (kept, since
