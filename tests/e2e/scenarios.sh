@@ -71,7 +71,11 @@ done
 # s1@zfs to s16@zfs (zvols over NVMe-oF, a dataset over NFS, on the same
 # pool); lvm-thin (s15, s16 passed on 2026-12-07) to the whole set, for the
 # CI's 45 minutes. `E2E_ONLY=all` runs them all.
-DEFAULT_ONLY="${BASE_SCENARIOS/ s16/} s15@zfs s16@zfs"
+# s12 and s13 (recovery timing after LIO and knfsd wipes; s2 and s3 keep
+# the repairs themselves in CI) too.
+_ci_base="${BASE_SCENARIOS/ s16/}"
+_ci_base="${_ci_base/ s12 s13/}"
+DEFAULT_ONLY="$_ci_base s15@zfs s16@zfs"
 ONLY="${E2E_ONLY:-$DEFAULT_ONLY}"
 [[ "$ONLY" == all ]] && ONLY="$SCENARIOS"
 # The pools a scenario uses (use_pools sets them per profile).
