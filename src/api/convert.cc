@@ -416,6 +416,12 @@ nlohmann::json& AsObject(nlohmann::json& status) {
 }
 }  // namespace
 
+nlohmann::json MergeStatus(const nlohmann::json& stored, const nlohmann::json& modeled) {
+  nlohmann::json next = stored.is_object() ? stored : nlohmann::json::object();
+  for (const auto& [k, v] : modeled.items()) next[k] = v;
+  return next;
+}
+
 std::vector<Condition> StoredConditions(const nlohmann::json& status) {
   if (!status.is_object() || !status.contains("conditions")) return {};
   auto parsed = ConditionsFromJson(status["conditions"]);

@@ -46,6 +46,9 @@ StatusOr<ExportInfo> ExportInfoFromJson(const nlohmann::json& j);
 // other field byte for byte as it is (what the reconciler and pillarctl's
 // repair write: another writer's fields, even ones this version does not
 // know, survive). `status` is made an object when it is not one.
+// `stored` with every top-level field of `modeled` written over it: the
+// fields this version models change, the others stay as they were.
+nlohmann::json MergeStatus(const nlohmann::json& stored, const nlohmann::json& modeled);
 // The conditions of a stored status; none when it has none or they do not
 // fit the schema.
 std::vector<Condition> StoredConditions(const nlohmann::json& status);

@@ -121,9 +121,7 @@ StatusOr<store::Object> CsiController::MutateStatus(
     ASSIGN_OR_RETURN(api::VolumeStatus status, api::VolumeStatusFromJson(obj.status));
     RETURN_IF_ERROR(mutate(status));
     // Merge into the raw status so fields this code does not model survive.
-    nlohmann::json next = obj.status.is_object() ? obj.status : nlohmann::json::object();
-    nlohmann::json modeled = ToJson(status);
-    for (auto& [k, v] : modeled.items()) next[k] = v;
+    nlohmann::json next = api::MergeStatus(obj.status, ToJson(status));
     if (!status.export_spec) next.erase("exportSpec");
     if (!status.export_info) next.erase("exportInfo");
     obj.status = next;

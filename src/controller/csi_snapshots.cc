@@ -66,10 +66,7 @@ StatusOr<store::Object> CsiController::MutateSnapshotStatus(
     ASSIGN_OR_RETURN(store::Object obj, store_.Get(api::kKindSnapshot, snapshot_id));
     ASSIGN_OR_RETURN(api::SnapshotStatus status, api::SnapshotStatusFromJson(obj.status));
     RETURN_IF_ERROR(mutate(status));
-    nlohmann::json next = obj.status.is_object() ? obj.status : nlohmann::json::object();
-    nlohmann::json modeled = ToJson(status);
-    for (auto& [k, v] : modeled.items()) next[k] = v;
-    obj.status = next;
+    obj.status = api::MergeStatus(obj.status, ToJson(status));
     return store_.UpdateStatus(obj);
   });
 }

@@ -659,15 +659,20 @@ SnapshotResyncStats ExportReconciler::ResyncSnapshots() {
       const store::Object& obj = entry.first;
       const api::SnapshotRecord& rec = entry.second;
       stats.snapshots++;
-      if (rec.status.deleting || rec.meta.deletion_timestamp) {
-        if (!agent.ok()) continue;
+      // The agent lets go of the snapshot (or, with `refusal_ok`, says it
+      // holds nothing of this lifecycle), then the record goes, pinned to its
+      // uid and version. True when the record went.
+      auto release = [&](bool refusal_ok) {
         Status deleted = WithAgentSlot(agent_ref, [&] {
           return agent->client->DeleteSnapshot({rec.spec.agent_snapshot_id, obj.uid});
         });
-        if (!deleted.ok()) continue;
-        Status dropped =
-            store_.Delete(api::kKindSnapshot, obj.name, {obj.uid, obj.resource_version});
-        if (dropped.ok()) {
+        if (!deleted.ok() && !(refusal_ok && deleted.code() == Code::kFailedPrecondition)) {
+          return false;
+        }
+        return store_.Delete(api::kKindSnapshot, obj.name, {obj.uid, obj.resource_version}).ok();
+      };
+      if (rec.status.deleting || rec.meta.deletion_timestamp) {
+        if (agent.ok() && release(/*refusal_ok=*/false)) {
           stats.deletes_finished++;
           log::Info("finished a snapshot delete", {{"snapshot", obj.name}});
         }
@@ -680,11 +685,7 @@ SnapshotResyncStats ExportReconciler::ResyncSnapshots() {
         if (!agent.ok() || !created || clock_.Now() - *created <= options_.abandoned_create_ttl) {
           continue;
         }
-        Status deleted = WithAgentSlot(agent_ref, [&] {
-          return agent->client->DeleteSnapshot({rec.spec.agent_snapshot_id, obj.uid});
-        });
-        if (!deleted.ok() && deleted.code() != Code::kFailedPrecondition) continue;
-        if (store_.Delete(api::kKindSnapshot, obj.name, {obj.uid, obj.resource_version}).ok()) {
+        if (release(/*refusal_ok=*/true)) {
           stats.reaped++;
           log::Warn("removed the record of a snapshot create that never completed",
                     {{"snapshot", obj.name}, {"uid", obj.uid}});
