@@ -645,7 +645,10 @@ SnapshotResyncStats ExportReconciler::ResyncSnapshots() {
     by_agent[r->spec.agent_ref].emplace_back(obj, std::move(*r));
   }
   const std::string now = FormatRfc3339(clock_.Now());
-  for (auto& [agent_ref, records] : by_agent) {
+  for (auto& group : by_agent) {
+    // Named, not structured bindings: the release step below captures them.
+    const std::string& agent_ref = group.first;
+    auto& records = group.second;
     auto agent = Agent(agent_ref);
     StatusOr<std::vector<agent_api::Snapshot>> held =
         agent.ok() ? WithAgentSlot(agent_ref, [&] { return agent->client->ListSnapshots(""); })
@@ -655,7 +658,6 @@ SnapshotResyncStats ExportReconciler::ResyncSnapshots() {
       for (auto& s : *held) by_id[s.agent_snapshot_id] = std::move(s);
     }
     for (auto& entry : records) {
-      // Named, not a structured binding: the agent calls below capture them.
       const store::Object& obj = entry.first;
       const api::SnapshotRecord& rec = entry.second;
       stats.snapshots++;
