@@ -34,6 +34,14 @@ std::string Pad(std::string s, size_t n) {
   return s + " ";
 }
 
+// `get ... --json`: the objects as stored, one JSON array.
+int PrintJson(const std::vector<store::Object>& items) {
+  nlohmann::json arr = nlohmann::json::array();
+  for (const auto& o : items) arr.push_back(store::ToJson(o));
+  std::cout << arr.dump(2) << "\n";
+  return 0;
+}
+
 std::string ConditionSummary(const api::VolumeStatus& status) {
   const api::Condition* c = api::FindCondition(status.conditions, api::kCondExportReconciled);
   if (!api::IsProvisioned(status)) return "NotProvisioned";
@@ -44,12 +52,7 @@ std::string ConditionSummary(const api::VolumeStatus& status) {
 int GetVolumes(store::Store& store, bool json_out) {
   auto list = store.List(api::kKindVolume);
   if (!list.ok()) return Fail(list.status());
-  if (json_out) {
-    nlohmann::json arr = nlohmann::json::array();
-    for (const auto& o : list->items) arr.push_back(store::ToJson(o));
-    std::cout << arr.dump(2) << "\n";
-    return 0;
-  }
+  if (json_out) return PrintJson(list->items);
   std::cout << Pad("NAME", 40) << Pad("AGENT", 14) << Pad("PROTOCOL", 11) << Pad("PUBLISHED", 22)
             << "EXPORT\n";
   for (const auto& o : list->items) {
@@ -88,12 +91,7 @@ std::string SnapshotSummary(const api::SnapshotStatus& status) {
 int GetSnapshots(store::Store& store, bool json_out) {
   auto list = store.List(api::kKindSnapshot);
   if (!list.ok()) return Fail(list.status());
-  if (json_out) {
-    nlohmann::json arr = nlohmann::json::array();
-    for (const auto& o : list->items) arr.push_back(store::ToJson(o));
-    std::cout << arr.dump(2) << "\n";
-    return 0;
-  }
+  if (json_out) return PrintJson(list->items);
   std::cout << Pad("NAME", 40) << Pad("SOURCE", 40) << Pad("AGENT", 14) << Pad("SIZE", 14)
             << "READY\n";
   for (const auto& o : list->items) {

@@ -10,7 +10,7 @@
 #include <set>
 
 #include "common/credentials.h"
-#include "controller/controller_fixture.h"
+#include "controller/csi_fixture.h"
 #include "controller/leader.h"
 
 namespace pillar::controller::testing {
@@ -20,17 +20,6 @@ using csi::v1::VolumeCapability;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
-
-constexpr int64_t kGiB = 1LL << 30;
-
-class SwitchableLeader : public LeaderGate {
- public:
-  bool IsLeader() override { return leader_; }
-  void Set(bool leader) { leader_ = leader; }
-
- private:
-  std::atomic<bool> leader_{true};
-};
 
 VolumeCapability Capability(
     bool block = true,
@@ -45,18 +34,8 @@ VolumeCapability Capability(
   return cap;
 }
 
-class CsiControllerTest : public ControllerFixture {
+class CsiControllerTest : public CsiFixture {
  protected:
-  void SetUp() override {
-    ControllerFixture::SetUp();
-    ReconcilerOptions quiet;
-    quiet.resync_interval = std::chrono::hours(24);
-    quiet.epoch_poll_interval = std::chrono::hours(24);
-    reconciler_ = std::make_unique<ExportReconciler>(store(), agents_, clock_, quiet);
-    csi_ = std::make_unique<CsiController>(store(), agents_, *reconciler_, leader_, clock_);
-    agent_->AddPool("tank", 100 * kGiB, 40 * kGiB);
-  }
-
   grpc::Status Publish(const std::string& volume, const std::string& node,
                        VolumeCapability cap = Capability(), bool readonly = false,
                        csi::v1::ControllerPublishVolumeResponse* out = nullptr) {
@@ -120,10 +99,6 @@ class CsiControllerTest : public ControllerFixture {
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     ASSERT_EQ(Condition(name), "True/Reconciled");
   }
-
-  SwitchableLeader leader_;
-  std::unique_ptr<ExportReconciler> reconciler_;
-  std::unique_ptr<CsiController> csi_;
 };
 
 // --- Unpublish: the publication goes only after the target confirmed -------

@@ -7,9 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "controller/controller_fixture.h"
-#include "controller/csi_controller.h"
-#include "controller/leader.h"
+#include "controller/csi_fixture.h"
 
 namespace pillar::controller::testing {
 namespace {
@@ -19,25 +17,8 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-constexpr int64_t kGiB = 1LL << 30;
-
-class AlwaysLeader : public LeaderGate {
- public:
-  bool IsLeader() override { return true; }
-};
-
-class CsiSnapshotTest : public ControllerFixture {
+class CsiSnapshotTest : public CsiFixture {
  protected:
-  void SetUp() override {
-    ControllerFixture::SetUp();
-    ReconcilerOptions quiet;
-    quiet.resync_interval = std::chrono::hours(24);
-    quiet.epoch_poll_interval = std::chrono::hours(24);
-    reconciler_ = std::make_unique<ExportReconciler>(store(), agents_, clock_, quiet);
-    csi_ = std::make_unique<CsiController>(store(), agents_, *reconciler_, leader_, clock_);
-    agent_->AddPool("tank", 100 * kGiB, 40 * kGiB);
-  }
-
   static csi::v1::CreateVolumeRequest VolumeRequest(const std::string& name, int64_t bytes,
                                                     const std::string& protocol = "nvmeof-tcp",
                                                     const std::string& pool = "tank") {
@@ -98,10 +79,6 @@ class CsiSnapshotTest : public ControllerFixture {
     EXPECT_TRUE(rec.ok()) << rec.status().ToString();
     return rec.ok() ? *rec : api::SnapshotRecord{};
   }
-
-  AlwaysLeader leader_;
-  std::unique_ptr<ExportReconciler> reconciler_;
-  std::unique_ptr<CsiController> csi_;
 };
 
 TEST_F(CsiSnapshotTest, CreateSnapshotRecordsItTakesItOnTheSourcesAgentAndIsIdempotent) {

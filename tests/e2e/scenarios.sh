@@ -236,36 +236,32 @@ cap_json() { # KIND: nvme-fs | block | nfs
 }
 
 declare -A V_CAP V_CTX V_BYTES
-# create VOL PROTOCOL KIND POOL [EXTRA_PARAMS_JSON_FRAGMENT]
-create() {
-  local vol="$1" proto="$2" kind="$3" pool="$4" extra="${5:-}" cap req resp
-  cap="$(cap_json "$kind")"
-  req="$(jq -cn --arg n "$vol" --arg p "$proto" --arg pool "$pool" --argjson cap "$cap" \
-    --arg ip "$STORAGE_IP" --argjson extra "{${extra}}" \
-    '{name:$n, capacityRange:{requiredBytes:"67108864"}, volumeCapabilities:[$cap],
-      parameters:({agent:"storage-1", pool:$pool, protocol:$p, bindAddress:$ip} + $extra)}')"
-  resp="$(ctl CreateVolume "$req")" || fail "CreateVolume $vol"
-  V_CAP[$vol]="$cap"
-  V_CTX[$vol]="$(jq -c '.volume.volumeContext' <<<"$resp")"
-  V_BYTES[$vol]="$(jq -r '.volume.capacityBytes' <<<"$resp")"
-  step "created $vol ($proto, $kind, pool $pool): $(jq -c . <<<"${V_CTX[$vol]}")"
-}
+# create VOL PROTOCOL KIND POOL [EXTRA_PARAMS_JSON_FRAGMENT]: a new, empty
+# 64 MiB volume.
+create() { create_from "$1" "$2" "$3" "$4" 67108864 null "${5:-}"; }
 
 # create_from VOL PROTOCOL KIND POOL BYTES SOURCE_JSON [EXTRA]: a volume
 # restored or cloned from SOURCE ({"snapshot":{"snapshotId":..}} or
-# {"volume":{"volumeId":..}}).
+# {"volume":{"volumeId":..}}), or an empty one for SOURCE null.
 create_from() {
   local vol="$1" proto="$2" kind="$3" pool="$4" bytes="$5" src="$6" extra="${7:-}" cap req resp
   cap="$(cap_json "$kind")"
   req="$(jq -cn --arg n "$vol" --arg p "$proto" --arg pool "$pool" --argjson cap "$cap" \
     --arg ip "$STORAGE_IP" --arg b "$bytes" --argjson src "$src" --argjson extra "{${extra}}" \
-    '{name:$n, capacityRange:{requiredBytes:$b}, volumeCapabilities:[$cap], volumeContentSource:$src,
-      parameters:({agent:"storage-1", pool:$pool, protocol:$p, bindAddress:$ip} + $extra)}')"
-  resp="$(ctl CreateVolume "$req")" || fail "CreateVolume $vol from $src"
+    '{name:$n, capacityRange:{requiredBytes:$b}, volumeCapabilities:[$cap],
+      parameters:({agent:"storage-1", pool:$pool, protocol:$p, bindAddress:$ip} + $extra)}
+     + (if $src == null then {} else {volumeContentSource:$src} end)')"
+  local what="CreateVolume $vol"
+  [[ "$src" == null ]] || what+=" from $src"
+  resp="$(ctl CreateVolume "$req")" || fail "$what"
   V_CAP[$vol]="$cap"
   V_CTX[$vol]="$(jq -c '.volume.volumeContext' <<<"$resp")"
   V_BYTES[$vol]="$(jq -r '.volume.capacityBytes' <<<"$resp")"
-  step "created $vol from $(jq -c . <<<"$src") ($proto, $kind, pool $pool, ${V_BYTES[$vol]} bytes)"
+  if [[ "$src" == null ]]; then
+    step "created $vol ($proto, $kind, pool $pool): $(jq -c . <<<"${V_CTX[$vol]}")"
+  else
+    step "created $vol from $(jq -c . <<<"$src") ($proto, $kind, pool $pool, ${V_BYTES[$vol]} bytes)"
+  fi
 }
 
 vctx() { jq -r --arg k "$2" '.[$k] // empty' <<<"${V_CTX[$1]}"; }
