@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang (ASan + UBSan, halting on the first
 # report: -fno-sanitize-recover=all) and runs each for a short while
-# (PILLAR_FUZZ_SECONDS, default 12), one per core at a time. A crash, a
+# (PILLAR_FUZZ_SECONDS, default 8), one per core at a time. A crash, a
 # sanitizer report or a target that does not start counts as a failure of
 # that target; every target runs.
 # Ends with "fuzz: N passed, M failed"; exit != 0 on any failure.
@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 build=${PILLAR_FUZZ_BUILD_DIR:-build-fuzz}
-secs=${PILLAR_FUZZ_SECONDS:-12}
+secs=${PILLAR_FUZZ_SECONDS:-8}
 export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1
 # Belt and braces: even a binary built without -fno-sanitize-recover stops here.
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"

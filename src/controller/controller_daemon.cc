@@ -122,8 +122,6 @@ void AddControllerFlags(CLI::App& app, ControllerDaemonOptions& o) {
                  "one whose tokens may report node identities (default: <namespace>:pillar-node)");
   app.add_option("--node-token-audience", o.kube.node_token_audience,
                  "Kubernetes store: the audience of the node plugins' projected tokens");
-  app.add_option("--events-namespace", o.kube.events_namespace,
-                 "Kubernetes store: namespace of the Events (default: the controller's)");
   app.add_option("--resync-interval", o.resync_seconds, "seconds between full resyncs (jittered)");
   app.add_option("--store-wait", o.store_wait_seconds,
                  "seconds the start waits for an unreachable or slow store before it gives up")
@@ -190,8 +188,9 @@ int RunController(ControllerDaemonOptions options) {
     reviewer = std::make_unique<kube::TokenReviewer>(client, o.kube.node_token_audience,
                                                      o.kube.node_service_account);
     authorizer = std::make_unique<TokenReviewAuthorizer>(*reviewer);
+    // Events about pillar's cluster-scoped kinds go to "default": the API
+    // server refuses them in any other namespace (the controller's included).
     kube::EventSinkOptions eo;
-    eo.namespace_name = o.kube.events_namespace.empty() ? ns : o.kube.events_namespace;
     eo.host = o.kube.identity;
     events = std::make_unique<kube::KubeEventSink>(client, clock, eo);
     log::Info("on the Kubernetes store", {{"server", client.config().server},

@@ -27,7 +27,6 @@ struct KubeOptions {
   int retry_period_seconds = 2;
   std::string node_service_account;  // default: <namespace>:pillar-node
   std::string node_token_audience = "pillar-csi.bhyoo.com";
-  std::string events_namespace;  // default: the controller's namespace
 };
 
 struct ControllerDaemonOptions {

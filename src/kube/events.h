@@ -37,7 +37,9 @@ class EventSink {
 };
 
 struct EventSinkOptions {
-  // Events of cluster-scoped objects live here (as Kubernetes' own do).
+  // Events of cluster-scoped objects live here (as Kubernetes' own do): an
+  // Event whose involvedObject has no namespace is refused in any other but
+  // "default" (and kube-system for events.k8s.io events with an eventTime).
   std::string namespace_name = "default";
   std::string component = "pillar-controller";
   std::string host;  // the reporting instance (pod or host name)

@@ -128,6 +128,13 @@ election: (dict "root" $ "name" NAME "sidecar" .Values.controller.sidecars.X "ar
     - --csi-address=/csi/csi.sock
     - --leader-election
     - --leader-election-namespace=$(POD_NAMESPACE)
+    {{- /* The controller's Lease timings: a sidecar that loses its Lease
+    exits, so under load the sidecars must be as patient as the controller. */}}
+    {{- with .root.Values.controller.leaderElection }}
+    - --leader-election-lease-duration={{ .leaseDuration }}s
+    - --leader-election-renew-deadline={{ .renewDeadline }}s
+    - --leader-election-retry-period={{ .retryPeriod }}s
+    {{- end }}
     {{- range .args }}
     - {{ . }}
     {{- end }}

@@ -25,10 +25,11 @@ declare -A suite_broad=(
   [iscsi]='\[Testpattern: Dynamic PV \(default fs\)\] volumes should store data|\[Testpattern: Dynamic PV \(block volmode\)\] multiVolume.* should access to two volumes with the same volume mode and retain data across pod recreation on the same node|'$suite_snap
   [nfs]='\[Testpattern: Dynamic PV \(default fs\)\] volumes should store data|\[Testpattern: Dynamic PV \(filesystem volmode\)\] multiVolume.* should concurrently access the single volume from pods on the same node|'$suite_snap)
 declare -A suite_broad_count=([nvmeof-tcp]=4 [iscsi]=3 [nfs]=3)
-# The ci set: the suite's own provisioning-and-data spec per protocol (block
-# mode, expansion and two consumers are the workload lives' part of the stage).
+# The ci set: the suite's own provisioning-and-data spec per protocol, in
+# block mode on nvmeof-tcp (the lives of the ci set are filesystem volumes;
+# expansion and two consumers are theirs).
 declare -A suite_ci=(
-  [nvmeof-tcp]='\[Testpattern: Dynamic PV \(default fs\)\] volumes should store data'
+  [nvmeof-tcp]='\[Testpattern: Dynamic PV \(block volmode\)\] volumes should store data'
   [iscsi]='\[Testpattern: Dynamic PV \(default fs\)\] volumes should store data'
   [nfs]='\[Testpattern: Dynamic PV \(default fs\)\] volumes should store data')
 declare -A suite_ci_count=([nvmeof-tcp]=1 [iscsi]=1 [nfs]=1)

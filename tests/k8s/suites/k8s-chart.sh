@@ -112,6 +112,7 @@ serviceAccounts:
     name: pillar-node-plugin
 controller:
   replicas: 3
+  leaderElection: {leaseDuration: 60, renewDeadline: 40, retryPeriod: 5}
   agents:
     - name: storage-1
       address: 10.0.0.5
@@ -193,11 +194,13 @@ ok "default render parses ($(jq length "$J") objects)"
 
 kinds=$(jq -r 'group_by(.kind) | map("\(.[0].kind)=\(length)") | join(" ")' "$J")
 expect_eq "default render: the objects" \
-  "ClusterRole=4 ClusterRoleBinding=4 CSIDriver=1 DaemonSet=1 Deployment=1 Role=2 RoleBinding=2 Service=1 ServiceAccount=3 StorageClass=3" \
+  "ClusterRole=4 ClusterRoleBinding=4 CSIDriver=1 DaemonSet=1 Deployment=1 Role=3 RoleBinding=3 Service=1 ServiceAccount=3 StorageClass=3" \
   "$(tr ' ' '\n' <<<"$kinds" | LC_ALL=C sort -f | tr '\n' ' ' | sed 's/ $//')"
-check "every namespaced object is in $NS" \
-  "[.[] | select(.kind | IN(\"CSIDriver\",\"ClusterRole\",\"ClusterRoleBinding\",\"StorageClass\") | not)
-    | .metadata.namespace] | all(. == \"$NS\")"
+check "every namespaced object is in $NS (but the Events Role and its binding, in default)" \
+  "([.[] | select(.kind | IN(\"CSIDriver\",\"ClusterRole\",\"ClusterRoleBinding\",\"StorageClass\") | not)
+    | select(.metadata.name != \"pillar-controller-events\") | .metadata.namespace] | all(. == \"$NS\"))
+   and ([.[] | select(.metadata.name == \"pillar-controller-events\") | \"\\(.kind)/\\(.metadata.namespace)\"]
+        == [\"Role/default\", \"RoleBinding/default\"])"
 check "no cert-manager object in secrets mode" '[.[] | select(.apiVersion | startswith("cert-manager.io"))] | length == 0'
 
 check "CSIDriver $DRIVER: attachRequired, no pod info, fsGroupPolicy File, Persistent only, no republish" \
@@ -240,6 +243,15 @@ check "csi-attacher: socket, leader election, image v4.13.0" \
 check "csi-resizer: socket, leader election, image v2.3.0" \
   "$(sidecar csi-resizer) | (.image == \"registry.k8s.io/sig-storage/csi-resizer:v2.3.0\") and (.args |
     (index(\"--csi-address=/csi/csi.sock\") != null) and (index(\"--leader-election\") != null))"
+# One set of Lease timings for the controller and its sidecars (a sidecar
+# that loses its Lease exits: it must be as patient as the controller).
+# lease_args RENDER: per container, its three leader-election timing flags.
+lease_args() {
+  printf '%s' "$1 | .spec.template.spec.containers[] | [.args[] | select(test(\"^--leader-election-(lease-duration|renew-deadline|retry-period)=\"))]"
+}
+check "controller and every sidecar: --leader-election lease 15 s, renew 10 s, retry 2 s (controller.leaderElection)" \
+  "[$(lease_args "$D")] == ([[\"--leader-election-lease-duration=15\", \"--leader-election-renew-deadline=10\", \"--leader-election-retry-period=2\"]]
+    + [range(3) | [\"--leader-election-lease-duration=15s\", \"--leader-election-renew-deadline=10s\", \"--leader-election-retry-period=2s\"]])"
 
 # The registry Service.
 check "Service pillar-controller: port 9600 to the registry port, selecting the controller pods" \
@@ -446,9 +458,9 @@ D=$(obj Deployment store-pillar-controller)
 N=$(obj DaemonSet store-pillar-node)
 A=$(obj DaemonSet store-pillar-agent-storage-1)
 KD=/var/snap/microk8s/common/var/lib/kubelet
-check "custom: every namespaced object is in $NS2" \
+check "custom: every namespaced object is in $NS2 (but the Events Role and its binding)" \
   "[.[] | select(.kind | IN(\"CSIDriver\",\"ClusterRole\",\"ClusterRoleBinding\",\"StorageClass\",\"VolumeSnapshotClass\") | not)
-    | .metadata.namespace] | all(. == \"$NS2\")"
+    | select(.metadata.name != \"store-pillar-controller-events\") | .metadata.namespace] | all(. == \"$NS2\")"
 check "custom: 3 replicas, the snapshotter as a fourth sidecar" \
   "$D | (.spec.replicas == 3) and ([.spec.template.spec.containers[].name] ==
     [\"pillar-controller\",\"csi-provisioner\",\"csi-attacher\",\"csi-resizer\",\"csi-snapshotter\"])"
@@ -456,6 +468,9 @@ check "custom: csi-snapshotter v8.7.0 on the socket with leader election, and it
   "($(sidecar csi-snapshotter) | .image == \"registry.k8s.io/sig-storage/csi-snapshotter:v8.7.0\"
       and (.args | index(\"--csi-address=/csi/csi.sock\") != null and index(\"--leader-election\") != null))
     and ([$(obj ClusterRoleBinding store-pillar-snapshotter) | .roleRef.name] == [\"store-pillar-snapshotter\"])"
+check "custom: controller.leaderElection 60/40/5 on the controller and its four sidecars" \
+  "[$(lease_args "$D")] == ([[\"--leader-election-lease-duration=60\", \"--leader-election-renew-deadline=40\", \"--leader-election-retry-period=5\"]]
+    + [range(4) | [\"--leader-election-lease-duration=60s\", \"--leader-election-renew-deadline=40s\", \"--leader-election-retry-period=5s\"]])"
 check "custom: pool flags --pool=tank/k8s=zfs --pool=vg0=lvm-thin:thin0 --pool=scratch=file:/srv/pillar" \
   "[$A | $ag | .args[] | select(startswith(\"--pool\"))] ==
     [\"--pool=tank/k8s=zfs\", \"--pool=vg0=lvm-thin:thin0\", \"--pool=scratch=file:/srv/pillar\"]"
@@ -764,7 +779,7 @@ allowed pillar-controller delete pillarvolumestates.$DRIVER
 allowed pillar-controller update pillaragents.$DRIVER --subresource=status
 allowed pillar-controller update leases.coordination.k8s.io -n "$NS"
 allowed pillar-controller create leases.coordination.k8s.io -n "$NS"
-allowed pillar-controller create events -n "$NS"
+allowed pillar-controller create events -n default
 allowed pillar-controller create persistentvolumes
 allowed pillar-controller update persistentvolumeclaims -n default
 allowed pillar-controller patch volumeattachments.storage.k8s.io --subresource=status

@@ -55,7 +55,11 @@ echo "k8s-csi: the agent exports to a SIMULATED configfs under $W/configfs (no k
 pillar_start_agent "$W" || { fail "agent"; finish; }
 kubectl create namespace pillar >/dev/null
 kubectl -n pillar create serviceaccount pillar-node >/dev/null
-pillar_start_controller "$W" controller-a --store "kube:$K8S_KUBECONFIG" \
+# The controller's own namespace is "pillar" (its kubeconfig context's, as a
+# pod's is its namespace): its Lease lives there, its Events cannot.
+cp "$K8S_KUBECONFIG" "$W/controller.kubeconfig"
+kubectl --kubeconfig "$W/controller.kubeconfig" config set-context --current --namespace=pillar >/dev/null
+pillar_start_controller "$W" controller-a --store "kube:$W/controller.kubeconfig" \
   --node-service-account pillar:pillar-node || { fail "pillar-controller"; finish; }
 ok "pillar-controller leads on the Kubernetes store"
 
@@ -149,6 +153,17 @@ if wait_for 60 eq "pvst/$VOL" '{.status.conditions[?(@.type=="ExportReconciled")
   ok "ExportReconciled=True/Reconciled"
 else
   fail "Reconciled" "$(cond)"
+fi
+# The transition is an Event about the PillarVolumeState, in "default" (the
+# API server refuses an Event about a cluster-scoped object anywhere else).
+reconciled_event() {
+  [[ -n $(kubectl -n default get events -o name \
+    --field-selector "involvedObject.kind=PillarVolumeState,involvedObject.name=$VOL,reason=Reconciled" 2>/dev/null) ]]
+}
+if wait_for 30 reconciled_event >/dev/null; then
+  ok "Event Reconciled about pvst/$VOL in default"
+else
+  fail "Event Reconciled about pvst/$VOL" "$(kubectl get events -A 2>&1 | tail -5; grep 'event not recorded' "$W/logs/controller-a.log" | tail -2)"
 fi
 [[ -f $W/pool/$VOL.img ]] && ok "backend volume demo/$VOL exists" || fail "backend volume" "$(ls "$W/pool")"
 subsys=$W/configfs/nvmet/subsystems/$(jp "pvst/$VOL" '{.status.exportInfo.targetID}')
