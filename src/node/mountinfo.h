@@ -1,6 +1,7 @@
-// /proc/self/mountinfo, parsed: the only source of truth for "is this path
-// mounted". stat(2) cannot answer it when the mount point itself fails with
-// EACCES / ESTALE / ENOTCONN (seed 000), so nothing here touches the path.
+// /proc/self/mountinfo, parsed (by libmount): the only source of truth for
+// "is this path mounted". stat(2) cannot answer it when the mount point
+// itself fails with EACCES / ESTALE / ENOTCONN (seed 000), so nothing here
+// touches the path.
 #pragma once
 
 #include <optional>
@@ -22,14 +23,12 @@ struct MountEntry {
   std::string super_options;
 };
 
-// Parses the whole text; malformed lines are skipped, never fatal, so one odd
-// entry cannot make a mounted path look unmounted to every caller. Total
-// (never crashes, never throws) on any input: it is a fuzz target.
+// Parses the whole text, with the kernel's octal escapes ("\040" space,
+// "\011" tab, "\012" newline, "\134" backslash) undone; malformed lines are
+// skipped, never fatal, so one odd entry cannot make a mounted path look
+// unmounted to every caller. Total (never crashes, never throws) on any
+// input: it is a fuzz target.
 std::vector<MountEntry> ParseMountInfo(std::string_view text);
-
-// Undoes the kernel's octal escapes ("\040" space, "\011" tab, "\012"
-// newline, "\134" backslash); anything that is not a full escape stays as is.
-std::string UnescapeMountField(std::string_view field);
 
 // The entry mounted last (the visible one) at exactly `path`, if any.
 std::optional<MountEntry> FindMountAt(const std::vector<MountEntry>& mounts,

@@ -34,16 +34,13 @@ TEST(NodeMountInfo, ParsesKernelLines) {
   EXPECT_EQ(m[5].fs_type, "devtmpfs");
 }
 
-TEST(NodeMountInfo, UnescapesSpacesTabsAndBackslashes) {
+TEST(NodeMountInfo, UnescapesSpacesTabsNewlinesAndBackslashes) {
   auto m = ParseMountInfo(kMountInfo);
   EXPECT_EQ(m[4].mount_point, "/mnt/with space\ttab");
   EXPECT_EQ(m[4].source, "10.0.0.1:/exports/a b");
-  EXPECT_EQ(UnescapeMountField("a\\134b"), "a\\b");
-  EXPECT_EQ(UnescapeMountField("a\\012b"), "a\nb");
-  // Incomplete or non-octal escapes stay as they are.
-  EXPECT_EQ(UnescapeMountField("a\\04"), "a\\04");
-  EXPECT_EQ(UnescapeMountField("a\\09x"), "a\\09x");
-  EXPECT_EQ(UnescapeMountField("\\"), "\\");
+  m = ParseMountInfo("9 1 0:1 / /a\\134b\\012c rw - tmpfs none rw\n");
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(m[0].mount_point, "/a\\b\nc");
 }
 
 TEST(NodeMountInfo, NoOptionalFieldsAndManyOptionalFields) {
