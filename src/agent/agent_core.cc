@@ -144,13 +144,16 @@ AgentInfo AgentCore::Info() {
   return info;
 }
 
-StatusOr<VolumeInfo> AgentCore::CreateVolume(const std::string& pool, const std::string& name,
-                                             int64_t size_bytes, VolumeMode mode,
-                                             const std::string& volume_uid,
-                                             const std::map<std::string, std::string>& params,
-                                             bool import_existing,
-                                             const std::optional<VolumeRoot>& root,
-                                             const std::optional<VolumeSourceRequest>& source) {
+StatusOr<VolumeInfo> AgentCore::CreateVolume(const CreateVolumeRequest& req) {
+  const std::string& pool = req.pool;
+  const std::string& name = req.name;
+  const int64_t size_bytes = req.size_bytes;
+  const VolumeMode mode = req.mode;
+  const std::string& volume_uid = req.volume_uid;
+  const std::map<std::string, std::string>& params = req.params;
+  const bool import_existing = req.import_existing;
+  const std::optional<VolumeRoot>& root = req.root;
+  const std::optional<VolumeSourceRequest>& source = req.source;
   RETURN_IF_ERROR(validate::PoolName("pool", pool));
   RETURN_IF_ERROR(validate::VolumeName("name", name));
   RETURN_IF_ERROR(validate::Uuid("volumeUid", volume_uid));
@@ -313,10 +316,12 @@ StatusOr<VolumeSource> AgentCore::ResolveSource(const std::string& pool,
                       id.substr(slash + 1), source.source_uid, source.detached};
 }
 
-StatusOr<SnapshotInfo> AgentCore::CreateSnapshot(const std::string& source_volume_id,
-                                                 const std::string& source_volume_uid,
-                                                 const std::string& name,
-                                                 const std::string& snapshot_uid, bool detached) {
+StatusOr<SnapshotInfo> AgentCore::CreateSnapshot(const CreateSnapshotRequest& req) {
+  const std::string& source_volume_id = req.source_volume_id;
+  const std::string& source_volume_uid = req.source_volume_uid;
+  const std::string& name = req.name;
+  const std::string& snapshot_uid = req.snapshot_uid;
+  const bool detached = req.detached;
   RETURN_IF_ERROR(validate::AgentVolumeId("sourceVolumeId", source_volume_id));
   RETURN_IF_ERROR(validate::Uuid("sourceVolumeUid", source_volume_uid));
   RETURN_IF_ERROR(validate::VolumeName("name", name));
@@ -405,23 +410,20 @@ StatusOr<Credentials> AgentCore::ResolveCredentials(const std::string& agent_vol
   return *kept;
 }
 
-StatusOr<ExportReport> AgentCore::ApplyExport(const std::string& agent_volume_id, Protocol protocol,
-                                              const ExportParams& params, const FenceToken& fence,
-                                              const std::vector<std::string>& allowed_hosts,
-                                              const std::optional<Credentials>& credentials,
+StatusOr<ExportReport> AgentCore::ApplyExport(const ApplyExportRequest& req,
                                               std::vector<std::string>* changes) {
-  ASSIGN_OR_RETURN(Split split, SplitId(agent_volume_id));
-  RETURN_IF_ERROR(ValidateFence(fence));
-  RETURN_IF_ERROR(ValidateParams(protocol, params));
-  RETURN_IF_ERROR(ValidateHosts(protocol, allowed_hosts));
-  ASSIGN_OR_RETURN(Credentials creds,
-                   ResolveCredentials(agent_volume_id, protocol, params, credentials));
+  ASSIGN_OR_RETURN(Split split, SplitId(req.agent_volume_id));
+  RETURN_IF_ERROR(ValidateFence(req.fence));
+  RETURN_IF_ERROR(ValidateParams(req.protocol, req.params));
+  RETURN_IF_ERROR(ValidateHosts(req.protocol, req.allowed_hosts));
+  ASSIGN_OR_RETURN(Credentials creds, ResolveCredentials(req.agent_volume_id, req.protocol,
+                                                         req.params, req.credentials));
   RETURN_IF_ERROR(FindPool(split.pool).status());
-  RETURN_IF_ERROR(FindExporter(protocol).status());
+  RETURN_IF_ERROR(FindExporter(req.protocol).status());
 
-  auto guard = volume_locks_.Lock(agent_volume_id);
-  return ApplyExportLocked(agent_volume_id, protocol, params, fence, allowed_hosts,
-                           std::move(creds), changes);
+  auto guard = volume_locks_.Lock(req.agent_volume_id);
+  return ApplyExportLocked(req.agent_volume_id, req.protocol, req.params, req.fence,
+                           req.allowed_hosts, std::move(creds), changes);
 }
 
 StatusOr<ExportReport> AgentCore::ApplyExportLocked(const std::string& agent_volume_id,

@@ -27,6 +27,16 @@ struct FenceToken {
   bool operator==(const FenceToken&) const = default;
 };
 
+// ApplyExport's arguments (see AgentCore::ApplyExport).
+struct ApplyExportRequest {
+  std::string agent_volume_id;  // "<pool>/<volume>"
+  Protocol protocol = Protocol::kNvmeofTcp;
+  ExportParams params;
+  FenceToken fence;
+  std::vector<std::string> allowed_hosts;
+  std::optional<Credentials> credentials;
+};
+
 struct PoolInfo {
   std::string name;
   std::string backend;
@@ -47,6 +57,29 @@ struct VolumeSourceRequest {
   std::string agent_snapshot_id;  // exactly one of these two
   std::string agent_volume_id;
   std::string source_uid;
+  bool detached = false;
+};
+
+// CreateVolume's arguments (see AgentCore::CreateVolume).
+struct CreateVolumeRequest {
+  std::string pool;
+  std::string name;
+  int64_t size_bytes = 0;
+  VolumeMode mode = VolumeMode::kFilesystem;
+  std::string volume_uid;
+  std::map<std::string, std::string> params;
+  bool import_existing = false;
+  std::optional<VolumeRoot> root;
+  std::optional<VolumeSourceRequest> source;
+};
+
+// CreateSnapshot's arguments: the source must carry source_volume_uid's
+// mark; the snapshot gets snapshot_uid's.
+struct CreateSnapshotRequest {
+  std::string source_volume_id;  // "<pool>/<volume>"
+  std::string source_volume_uid;
+  std::string name;
+  std::string snapshot_uid;
   bool detached = false;
 };
 
@@ -105,41 +138,24 @@ class AgentCore {
   // fencing mark of the same uid vouches for it, and it is marked then.
   // `root` goes to a new filesystem volume's root directory (Backend::Create);
   // existing storage, imported or not, keeps its own.
-  StatusOr<VolumeInfo> CreateVolume(
-      const std::string& pool, const std::string& name, int64_t size_bytes, VolumeMode mode,
-      const std::string& volume_uid, const std::map<std::string, std::string>& params,
-      bool import_existing = false, const std::optional<VolumeRoot>& root = std::nullopt,
-      const std::optional<VolumeSourceRequest>& source = std::nullopt);
+  StatusOr<VolumeInfo> CreateVolume(const CreateVolumeRequest& req);
   StatusOr<VolumeInfo> ExpandVolume(const std::string& agent_volume_id, int64_t size_bytes,
                                     const std::string& volume_uid);
   Status DeleteVolume(const std::string& agent_volume_id, const std::string& volume_uid);
   StatusOr<std::vector<VolumeInfo>> ListVolumes(const std::string& pool);
   StatusOr<std::vector<PoolInfo>> Capacity(const std::string& pool);
 
-  // Snapshots (backends/backend.h): the source must carry source_volume_uid's
-  // mark; the snapshot gets snapshot_uid's.
-  StatusOr<SnapshotInfo> CreateSnapshot(const std::string& source_volume_id,
-                                        const std::string& source_volume_uid,
-                                        const std::string& name, const std::string& snapshot_uid,
-                                        bool detached);
+  // Snapshots (backends/backend.h).
+  StatusOr<SnapshotInfo> CreateSnapshot(const CreateSnapshotRequest& req);
   Status DeleteSnapshot(const std::string& agent_snapshot_id, const std::string& snapshot_uid);
   StatusOr<std::vector<SnapshotInfo>> ListSnapshots(const std::string& pool);
 
   // Converges the kernel export of one volume to exactly (params, hosts),
   // fenced by `fence`. Never creates, formats or deletes backend storage.
-  StatusOr<ExportReport> ApplyExport(const std::string& agent_volume_id, Protocol protocol,
-                                     const ExportParams& params, const FenceToken& fence,
-                                     const std::vector<std::string>& allowed_hosts,
-                                     std::vector<std::string>* changes) {
-    return ApplyExport(agent_volume_id, protocol, params, fence, allowed_hosts, std::nullopt,
-                       changes);
-  }
   // With params.auth == kAuthChap, `credentials` must match params.auth_digest;
   // without them the copy kept by the CredentialStore is used if it matches.
-  StatusOr<ExportReport> ApplyExport(const std::string& agent_volume_id, Protocol protocol,
-                                     const ExportParams& params, const FenceToken& fence,
-                                     const std::vector<std::string>& allowed_hosts,
-                                     const std::optional<Credentials>& credentials,
+  // What it changed is appended to `changes` (may be null).
+  StatusOr<ExportReport> ApplyExport(const ApplyExportRequest& req,
                                      std::vector<std::string>* changes);
   StatusOr<ExportReport> GetExport(const std::string& agent_volume_id, Protocol protocol);
   StatusOr<std::vector<ExportReport>> ListExports();

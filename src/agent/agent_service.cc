@@ -1,34 +1,10 @@
 #include "agent/agent_service.h"
 
 #include "common/grpc_status.h"
+#include "common/protocol_proto.h"
 
 namespace pillar::agent {
 namespace {
-
-StatusOr<Protocol> ProtocolFromProto(v1::Protocol p) {
-  switch (p) {
-    case v1::PROTOCOL_NVMEOF_TCP:
-      return Protocol::kNvmeofTcp;
-    case v1::PROTOCOL_ISCSI:
-      return Protocol::kIscsi;
-    case v1::PROTOCOL_NFS:
-      return Protocol::kNfs;
-    default:
-      return InvalidArgument("protocol is unspecified or unknown");
-  }
-}
-
-v1::Protocol ProtocolToProto(Protocol p) {
-  switch (p) {
-    case Protocol::kNvmeofTcp:
-      return v1::PROTOCOL_NVMEOF_TCP;
-    case Protocol::kIscsi:
-      return v1::PROTOCOL_ISCSI;
-    case Protocol::kNfs:
-      return v1::PROTOCOL_NFS;
-  }
-  return v1::PROTOCOL_UNSPECIFIED;
-}
 
 StatusOr<VolumeMode> ModeFromProto(v1::VolumeMode m) {
   switch (m) {
@@ -85,7 +61,7 @@ void FillPool(const PoolInfo& in, v1::Pool* out) {
 
 void FillExport(const ExportReport& in, v1::Export* out) {
   out->set_agent_volume_id(in.actual.agent_volume_id);
-  out->set_protocol(ProtocolToProto(in.protocol));
+  out->set_protocol(pillar::ToProto(in.protocol));
   out->set_target_id(in.actual.target_id);
   auto* spec = out->mutable_spec();
   spec->set_bind_address(in.actual.params.bind_address);
@@ -123,7 +99,7 @@ grpc::Status AgentService::GetInfo(grpc::ServerContext* /*ctx*/, const v1::GetIn
   resp->set_agent_version(info.version);
   resp->set_boot_epoch(info.boot_epoch);
   for (const auto& p : info.pools) FillPool(p, resp->add_pools());
-  for (Protocol p : info.protocols) resp->add_protocols(ProtocolToProto(p));
+  for (Protocol p : info.protocols) resp->add_protocols(pillar::ToProto(p));
   return grpc::Status::OK;
 }
 
@@ -132,17 +108,23 @@ grpc::Status AgentService::CreateVolume(grpc::ServerContext* ctx,
                                         v1::CreateVolumeResponse* resp) {
   auto mode = ModeFromProto(req->mode());
   if (!mode.ok()) return Reply(ctx, mode.status());
-  std::map<std::string, std::string> params(req->parameters().begin(), req->parameters().end());
-  std::optional<VolumeRoot> root;
-  if (req->has_root()) root = VolumeRoot{req->root().mode(), req->root().uid(), req->root().gid()};
-  std::optional<VolumeSourceRequest> source;
+  CreateVolumeRequest create;
+  create.pool = req->pool();
+  create.name = req->name();
+  create.size_bytes = req->size_bytes();
+  create.mode = *mode;
+  create.volume_uid = req->volume_uid();
+  create.params.insert(req->parameters().begin(), req->parameters().end());
+  create.import_existing = req->import_existing();
+  if (req->has_root()) {
+    create.root = VolumeRoot{req->root().mode(), req->root().uid(), req->root().gid()};
+  }
   if (req->has_source()) {
     const auto& src = req->source();
-    source = VolumeSourceRequest{src.agent_snapshot_id(), src.agent_volume_id(), src.source_uid(),
-                                 src.detached()};
+    create.source = VolumeSourceRequest{src.agent_snapshot_id(), src.agent_volume_id(),
+                                        src.source_uid(), src.detached()};
   }
-  auto vol = core_.CreateVolume(req->pool(), req->name(), req->size_bytes(), *mode,
-                                req->volume_uid(), params, req->import_existing(), root, source);
+  auto vol = core_.CreateVolume(create);
   if (!vol.ok()) return Reply(ctx, vol.status());
   FillVolume(*vol, resp->mutable_volume());
   return grpc::Status::OK;
@@ -181,24 +163,27 @@ grpc::Status AgentService::GetCapacity(grpc::ServerContext* ctx, const v1::GetCa
 
 grpc::Status AgentService::ApplyExport(grpc::ServerContext* ctx, const v1::ApplyExportRequest* req,
                                        v1::ApplyExportResponse* resp) {
-  auto protocol = ProtocolFromProto(req->protocol());
+  auto protocol = pillar::FromProto("protocol", req->protocol());
   if (!protocol.ok()) return Reply(ctx, protocol.status());
   if (!req->has_spec()) return Reply(ctx, InvalidArgument("spec is required"));
   if (!req->has_fence()) return Reply(ctx, InvalidArgument("fence is required"));
-  ExportParams params{req->spec().bind_address(), req->spec().port(), req->spec().acl_enabled(),
-                      req->spec().in_capsule_data_size()};
-  params.auth = req->spec().auth().empty() ? kAuthNone : req->spec().auth();
-  params.auth_digest = req->spec().auth_digest();
-  params.root_squash = !req->spec().nfs_no_root_squash();
-  std::optional<Credentials> creds;
+  ApplyExportRequest apply;
+  apply.agent_volume_id = req->agent_volume_id();
+  apply.protocol = *protocol;
+  apply.params = ExportParams{req->spec().bind_address(), req->spec().port(),
+                              req->spec().acl_enabled(), req->spec().in_capsule_data_size()};
+  apply.params.auth = req->spec().auth().empty() ? kAuthNone : req->spec().auth();
+  apply.params.auth_digest = req->spec().auth_digest();
+  apply.params.root_squash = !req->spec().nfs_no_root_squash();
   if (req->has_credentials()) {
     const auto& c = req->credentials();
-    creds = Credentials{c.username(), c.secret(), c.mutual_username(), c.mutual_secret()};
+    apply.credentials =
+        Credentials{c.username(), c.secret(), c.mutual_username(), c.mutual_secret()};
   }
-  std::vector<std::string> hosts(req->allowed_hosts().begin(), req->allowed_hosts().end());
+  apply.fence = FenceFromProto(req->fence());
+  apply.allowed_hosts.assign(req->allowed_hosts().begin(), req->allowed_hosts().end());
   std::vector<std::string> changes;
-  auto exp = core_.ApplyExport(req->agent_volume_id(), *protocol, params,
-                               FenceFromProto(req->fence()), hosts, creds, &changes);
+  auto exp = core_.ApplyExport(apply, &changes);
   if (!exp.ok()) return Reply(ctx, exp.status());
   FillExport(*exp, resp->mutable_export_());
   for (auto& c : changes) resp->add_changes(std::move(c));
@@ -207,7 +192,7 @@ grpc::Status AgentService::ApplyExport(grpc::ServerContext* ctx, const v1::Apply
 
 grpc::Status AgentService::GetExport(grpc::ServerContext* ctx, const v1::GetExportRequest* req,
                                      v1::GetExportResponse* resp) {
-  auto protocol = ProtocolFromProto(req->protocol());
+  auto protocol = pillar::FromProto("protocol", req->protocol());
   if (!protocol.ok()) return Reply(ctx, protocol.status());
   auto exp = core_.GetExport(req->agent_volume_id(), *protocol);
   if (!exp.ok()) return Reply(ctx, exp.status());
@@ -227,7 +212,7 @@ grpc::Status AgentService::ListExports(grpc::ServerContext* ctx,
 grpc::Status AgentService::UnexportVolume(grpc::ServerContext* ctx,
                                           const v1::UnexportVolumeRequest* req,
                                           v1::UnexportVolumeResponse* resp) {
-  auto protocol = ProtocolFromProto(req->protocol());
+  auto protocol = pillar::FromProto("protocol", req->protocol());
   if (!protocol.ok()) return Reply(ctx, protocol.status());
   if (!req->has_fence()) return Reply(ctx, InvalidArgument("fence is required"));
   std::vector<std::string> changes;
@@ -241,8 +226,8 @@ grpc::Status AgentService::UnexportVolume(grpc::ServerContext* ctx,
 grpc::Status AgentService::CreateSnapshot(grpc::ServerContext* ctx,
                                           const v1::CreateSnapshotRequest* req,
                                           v1::CreateSnapshotResponse* resp) {
-  auto snap = core_.CreateSnapshot(req->source_volume_id(), req->source_volume_uid(), req->name(),
-                                   req->snapshot_uid(), req->detached());
+  auto snap = core_.CreateSnapshot({req->source_volume_id(), req->source_volume_uid(), req->name(),
+                                    req->snapshot_uid(), req->detached()});
   if (!snap.ok()) return Reply(ctx, snap.status());
   FillSnapshot(*snap, resp->mutable_snapshot());
   return grpc::Status::OK;

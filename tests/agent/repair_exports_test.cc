@@ -68,14 +68,20 @@ class RepairExportsTest : public ::testing::Test {
     auto exporter = std::make_unique<TableExporter>();
     table_ = exporter.get();
     core_.AddExporter(std::move(exporter));
-    ASSERT_TRUE(core_.CreateVolume("p", "v1", 1 << 20, VolumeMode::kFilesystem, kUid, {}).ok());
+    CreateVolumeRequest create;
+    create.pool = "p";
+    create.name = "v1";
+    create.size_bytes = 1 << 20;
+    create.volume_uid = kUid;
+    ASSERT_TRUE(core_.CreateVolume(create).ok());
   }
 
   Status Apply(int64_t generation, std::vector<std::string> hosts) {
     ExportParams params;
     params.bind_address = "10.0.0.5";
     params.port = 2049;
-    return core_.ApplyExport("p/v1", Protocol::kNfs, params, {kUid, generation}, hosts, nullptr)
+    return core_.ApplyExport({"p/v1", Protocol::kNfs, params, {kUid, generation}, hosts, {}},
+                             nullptr)
         .status();
   }
 
@@ -125,8 +131,8 @@ TEST_F(RepairExportsTest, AStaleWriterLearnsNothingOfTheVolume) {
   ExportParams params;
   params.bind_address = "10.0.0.5";
   params.port = 2049;
-  auto stale =
-      core_.ApplyExport("p/gone", Protocol::kNfs, params, {kUid, 4}, {"10.0.0.1"}, nullptr);
+  auto stale = core_.ApplyExport({"p/gone", Protocol::kNfs, params, {kUid, 4}, {"10.0.0.1"}, {}},
+                                 nullptr);
   EXPECT_EQ(stale.status().code(), Code::kAborted) << stale.status().ToString();
   EXPECT_TRUE(table_->table.empty());
 }
