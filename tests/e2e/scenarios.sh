@@ -75,6 +75,14 @@ _ci_base="${_ci_base/ s12 s13/}"
 DEFAULT_ONLY="$_ci_base s15@zfs s16@zfs"
 ONLY="${E2E_ONLY:-$DEFAULT_ONLY}"
 [[ "$ONLY" == all ]] && ONLY="$SCENARIOS"
+# Benchmarks in these guests (bench/*_e2e.sh, run by bench/*.sh): ids "bN",
+# on every pool profile as the scenarios, run only when E2E_ONLY names them.
+# shellcheck source=../../bench/snapshots_e2e.sh
+source "$E2E_SRC/bench/snapshots_e2e.sh"
+BENCHES="b1"
+for _id in $BENCHES; do
+  BENCHES+=" $_id@zfs $_id@lvm-thin"
+done
 # The pools a scenario uses (use_pools sets them per profile).
 POOL_BLOCK=demo POOL_LV=$VG POOL_NFS=demo
 PASSED=0
@@ -457,6 +465,12 @@ s16() {
   [[ "$(jq -r '.snapshot.readyToUse' <<<"$snap")" == true ]] || fail "s16-snap not ready: $snap"
   [[ "$size" == "${V_BYTES[s16-src]}" ]] || fail "s16-snap size $size != the source's ${V_BYTES[s16-src]}"
   step "s16-snap taken: ready, $size bytes"
+  # A detached snapshot of the same point in time: it keeps nothing of the
+  # source alive (ZFS: sent into a dataset of its own).
+  snap="$(ctl CreateSnapshot '{"name":"s16-dsnap","sourceVolumeId":"s16-src","parameters":{"detached":"true"}}')" ||
+    fail "CreateSnapshot s16-dsnap (detached)"
+  [[ "$(jq -r '.snapshot.readyToUse' <<<"$snap")" == true ]] || fail "s16-dsnap not ready: $snap"
+  step "s16-dsnap (detached) taken: ready"
   w2="$(fill consumer-a "$(data_path s16-src)" 8)"
 
   create_from s16-restore nvmeof-tcp block "$POOL_BLOCK" "$((2 * size))" \
@@ -478,9 +492,21 @@ s16() {
 
   detach s16-src consumer-a
   delete s16-src
-  listed="$(ctl ListSnapshots '{}' | jq -r '[.entries[]?.snapshot.snapshotId] | join(",")')"
-  [[ "$listed" == s16-snap ]] || fail "after the source's delete, snapshots listed: '$listed'"
+  listed="$(ctl ListSnapshots '{}' | jq -r '[.entries[]?.snapshot.snapshotId] | sort | join(",")')"
+  [[ "$listed" == s16-dsnap,s16-snap ]] || fail "after the source's delete, snapshots listed: '$listed'"
   ctl DeleteSnapshot '{"snapshotId":"s16-snap"}' >/dev/null || fail "DeleteSnapshot s16-snap"
+  # The detached snapshot outlives its source and its sibling; a detached
+  # restore of it (a full copy) reads the data of snapshot time, then the
+  # snapshot goes with the restore still intact.
+  create_from s16-drestore nvmeof-tcp block "$POOL_BLOCK" "$size" \
+    '{"snapshot":{"snapshotId":"s16-dsnap"}}' '"detached":"true"'
+  attach s16-drestore consumer-a
+  ctl DeleteSnapshot '{"snapshotId":"s16-dsnap"}' >/dev/null || fail "DeleteSnapshot s16-dsnap"
+  vm_exec consumer-a sh -c 'echo 3 >/proc/sys/vm/drop_caches'
+  r="$(sum consumer-a "$(data_path s16-drestore)" 8)"
+  same "detached restore of the detached snapshot, after its source and snapshot went" "$w1" "$r"
+  detach s16-drestore consumer-a
+  delete s16-drestore
   listed="$(ctl ListSnapshots '{}' | jq -r '[.entries[]?.snapshot.snapshotId] | join(",")')"
   [[ -z "$listed" ]] || fail "snapshots still listed after DeleteSnapshot: '$listed'"
   [[ "$(vm_exec storage "$PILLARCTL" --store="$STORE" get snapshots | tail -n +2)" == "" ]] ||
@@ -1923,7 +1949,7 @@ s15() {
 check_only() {
   local id unknown=()
   for id in $ONLY; do
-    [[ " $SCENARIOS " == *" $id "* ]] || unknown+=("$id")
+    [[ " $SCENARIOS $BENCHES " == *" $id "* ]] || unknown+=("$id")
   done
   if ((${#unknown[@]})); then
     echo "scenarios.sh: E2E_ONLY names unknown scenario(s): ${unknown[*]} (the ids are: $SCENARIOS)" >&2
@@ -1952,7 +1978,7 @@ on_exit() {
 }
 
 # Scenarios that use consumer-a only; a run of just these boots two guests.
-ONE_CONSUMER="s8 s9 s10 s11 s12 s13 s14 s15"
+ONE_CONSUMER="s8 s9 s10 s11 s12 s13 s14 s15 b1"
 needs_consumer_b() {
   local id
   for id in $ONLY; do
@@ -2017,6 +2043,7 @@ main() {
   run_scenarios s14 "recovery timing: storage guest reboot under a writer (nvme, iscsi) and a reader (nfs)" s14
   run_scenarios s15 "backend sizes: create, expand, capacity and delete as the pool sees them" s15
   run_scenarios s16 "snapshots: restore reads the snapshot's data, a clone diverges, deletes reclaim" s16
+  run_scenarios b1 "bench: snapshot, restore, clone and detached copies: latency and space" b1
   # Last: it changes a consumer's address (and can leave pillar-node stuck).
   run_scenarios s4 "consumer IP change: NFS rule follows, other unpublish leaves it" s4
 

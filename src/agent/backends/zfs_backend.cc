@@ -37,11 +37,29 @@ constexpr char kSnapshotSizeProperty[] = "pillar-csi:size-bytes";
 constexpr size_t kColumns = 9;
 // A deleted volume kept for its snapshots: "<volume>:deleted:<uid>".
 constexpr char kHiddenInfix[] = ":deleted:";
+// A detached snapshot's own dataset: "<volume>:snapshot:<snapshot>", holding
+// the one snapshot "@<snapshot>" (received from the volume, sharing nothing
+// with it).
+constexpr char kHolderInfix[] = ":snapshot:";
 // pillar's own snapshots: "<volume>@pillar:clone:<clone>" (a volume clone's
 // origin, deferred-destroyed at once) and "@pillar:copy:<copy>" (what a
 // detached copy sends).
 constexpr char kCloneSnapshotPrefix[] = "pillar:clone:";
 constexpr char kCopySnapshotPrefix[] = "pillar:copy:";
+// What a detached snapshot sends: "<volume>@pillar:send:<snapshot>".
+constexpr char kSendSnapshotPrefix[] = "pillar:send:";
+
+// The volume a hidden or holder dataset belongs to ("" for a dataset that is
+// neither): the part before its infix, when that is a volume name.
+std::string OwningVolume(const std::string& dataset) {
+  for (const char* infix : {kHiddenInfix, kHolderInfix}) {
+    size_t at = dataset.find(infix);
+    if (at == std::string::npos) continue;
+    std::string volume = dataset.substr(0, at);
+    return backend_util::CheckVolumeName(volume).ok() ? volume : std::string();
+  }
+  return {};
+}
 
 Command Zfs(std::vector<std::string> argv, std::chrono::seconds timeout) {
   argv.insert(argv.begin(), "zfs");
@@ -212,13 +230,10 @@ StatusOr<std::vector<ZfsRow>> ZfsBackend::ListRows() {
     row.name = full.substr(prefix.size());
     row.pool_mountpoint = pool_mountpoint;
     // A name pillar could not have made (or could not address) is not a
-    // volume; a deleted one kept for its snapshots is not one any more.
+    // volume; a deleted one kept for its snapshots is not one any more, nor
+    // is a detached snapshot's own dataset.
     if (!backend_util::CheckVolumeName(row.name).ok()) {
-      size_t infix = row.name.find(kHiddenInfix);
-      if (infix == std::string::npos ||
-          !backend_util::CheckVolumeName(row.name.substr(0, infix)).ok()) {
-        continue;
-      }
+      if (OwningVolume(row.name).empty()) continue;
       row.hidden = true;
     }
     if (origin != "-") row.origin = origin;
@@ -465,15 +480,6 @@ StatusOr<std::string> ZfsBackend::ExposeFilesystem(const ZfsRow& row) {
 
 // --- Snapshots -------------------------------------------------------------
 
-Status ZfsBackend::CheckSnapshots(bool detached) const {
-  if (detached) {
-    return FailedPrecondition("zfs pool " + dataset_ +
-                              ": detached snapshots are not supported; take a snapshot and make "
-                              "a detached volume of it (source.detached) instead");
-  }
-  return Status::Ok();
-}
-
 StatusOr<std::vector<ZfsSnapshotRow>> ZfsBackend::ListSnapshotsOfPool() {
   // -d 2: the snapshots of the pool's direct children.
   Command cmd = Zfs({"list", "-Hp", "-t", "snapshot", "-o",
@@ -508,11 +514,12 @@ StatusOr<std::vector<ZfsSnapshotRow>> ZfsBackend::ListSnapshotsOfPool() {
     row.dataset = full.substr(prefix.size(), at - prefix.size());
     std::string name = full.substr(at + 1);
     std::string source = row.dataset;
-    if (size_t infix = source.find(kHiddenInfix); infix != std::string::npos) {
-      source.resize(infix);
+    if (!backend_util::CheckVolumeName(source).ok()) {
+      source = OwningVolume(row.dataset);
+      if (source.empty()) continue;  // not below a volume
     }
-    if (!backend_util::CheckVolumeName(source).ok()) continue;  // not below a volume
-    row.internal = name.starts_with(kCloneSnapshotPrefix) || name.starts_with(kCopySnapshotPrefix);
+    row.internal = name.starts_with(kCloneSnapshotPrefix) ||
+                   name.starts_with(kCopySnapshotPrefix) || name.starts_with(kSendSnapshotPrefix);
     if (!row.internal && !backend_util::CheckSnapshotName(name).ok()) continue;
     BackendSnapshot& snap = row.snapshot;
     snap.name = name;
@@ -534,6 +541,7 @@ StatusOr<std::vector<ZfsSnapshotRow>> ZfsBackend::ListSnapshotsOfPool() {
     snap.creation_time_unix_nanos = creation * 1000000000;
     ASSIGN_OR_RETURN(snap.used_bytes, NumberColumn(cmd, cols[6], "used"));
     snap.deleted = cols[7] == "on";
+    snap.detached = row.dataset.find(kHolderInfix) != std::string::npos;
     rows.push_back(std::move(row));
   }
   return rows;
@@ -566,7 +574,7 @@ StatusOr<std::vector<BackendSnapshot>> ZfsBackend::ListSnapshotRows() {
 
 StatusOr<BackendSnapshot> ZfsBackend::DoCreateSnapshot(const ZfsRow& row, const std::string& name,
                                                        const std::string& snapshot_uid,
-                                                       bool /*detached*/,
+                                                       bool detached,
                                                        std::unique_lock<std::mutex>& /*lock*/) {
   if (row.size_bytes <= 0) {
     // A file system imported without a refquota: no size a restore could ask for.
@@ -574,11 +582,35 @@ StatusOr<BackendSnapshot> ZfsBackend::DoCreateSnapshot(const ZfsRow& row, const 
                               " has no size (no refquota); expand it to give it one, then "
                               "snapshot it");
   }
-  RETURN_IF_ERROR(exec_.RunOk(
-      Zfs({"snapshot", "-o", std::string(kSnapshotOwnerProperty) + "=" + snapshot_uid, "-o",
-           std::string(kSnapshotSizeProperty) + "=" + std::to_string(row.size_bytes), "--",
-           Id(row.name) + "@" + name},
-          kChangeTimeout)));
+  const std::string uid_mark = std::string(kSnapshotOwnerProperty) + "=" + snapshot_uid;
+  const std::string size_mark =
+      std::string(kSnapshotSizeProperty) + "=" + std::to_string(row.size_bytes);
+  if (!detached) {
+    RETURN_IF_ERROR(exec_.RunOk(Zfs(
+        {"snapshot", "-o", uid_mark, "-o", size_mark, "--", Id(row.name) + "@" + name},
+        kChangeTimeout)));
+    return FindSnapshot(name);
+  }
+  // Detached: the point in time is sent whole into a dataset of its own,
+  // which holds the marks (its one snapshot inherits them) and the local
+  // properties a restore carries over; it is never mounted and has no device
+  // node. The receive is all or nothing; the snapshot it sends goes at once
+  // (Reclaim retries it after a crash).
+  ASSIGN_OR_RETURN(auto props, LocalProperties(row.name, row.mode));
+  const std::string sent = row.name + "@" + kSendSnapshotPrefix + name;
+  RETURN_IF_ERROR(exec_.RunOk(Zfs({"snapshot", "--", Id(sent)}, kChangeTimeout)));
+  std::vector<std::string> receive = {"receive", "-u", "-o", uid_mark, "-o", size_mark};
+  receive.insert(receive.end(),
+                 {"-o", row.mode == VolumeMode::kBlock ? "volmode=none" : "canmount=off"});
+  for (const auto& [key, value] : props) receive.insert(receive.end(), {"-o", key + "=" + value});
+  receive.insert(receive.end(), {"--", Id(row.name + kHolderInfix + name) + "@" + name});
+  Status received = exec_.RunPipeOk(Zfs({"send", "--", Id(sent)}, kChangeTimeout),
+                                    Zfs(std::move(receive), kChangeTimeout));
+  Status dropped = DestroySnapshot(Id(sent), /*deferred=*/false);
+  RETURN_IF_ERROR(received);
+  RETURN_IF_ERROR(dropped);
+  log::Info("detached snapshot received into a dataset of its own",
+            {{"snapshot", Id(name)}, {"of", Id(row.name)}});
   return FindSnapshot(name);
 }
 

@@ -24,6 +24,12 @@
 // pillar-csi:origin, with the source's local properties carried over. A
 // clone of a volume goes through a snapshot "@pillar:clone:<new volume>"
 // destroyed at once with `zfs destroy -d` (deferred: it goes with the clone).
+// A detached snapshot (VolumeSnapshotClass detached) is sent whole, through
+// "@pillar:send:<snapshot>", into a dataset of its own,
+// "<volume>:snapshot:<snapshot>" (no volume either; never mounted, no device
+// node), whose one snapshot "@<snapshot>" it is: marks and the properties a
+// restore carries over on that dataset, inherited by the snapshot. Nothing
+// of the volume is kept for it, nor of it for the volume.
 // DeleteSnapshot is `zfs destroy -d`: a snapshot clones still need is kept
 // (defer_destroy=on, listed nowhere) until the last of them goes. A volume
 // with snapshots cannot be destroyed: Delete renames it to
@@ -59,7 +65,8 @@ struct ZfsRow {
   std::string pool_mountpoint;  // the parent dataset's; "" unless an absolute path
   // pillar-csi:origin: "snapshot:<name>" or "volume:<name>"; "" when unset.
   std::string origin;
-  // A deleted volume kept for its snapshots ("<volume>:deleted:<uid>").
+  // No volume: a deleted one kept for its snapshots ("<volume>:deleted:<uid>")
+  // or a detached snapshot's own dataset ("<volume>:snapshot:<snapshot>").
   bool hidden = false;
 };
 
@@ -68,7 +75,7 @@ struct ZfsSnapshotRow {
   BackendSnapshot snapshot;
   std::string dataset;      // the child component holding it (a hidden one too)
   int64_t block_bytes = 0;  // volblocksize of a zvol's snapshot
-  bool internal = false;    // pillar's own "@pillar:clone:" or "@pillar:copy:"
+  bool internal = false;    // pillar's own "@pillar:clone:", "@pillar:copy:", "@pillar:send:"
 };
 
 class ZfsBackend : public MarkedBackend<ZfsRow> {
@@ -129,7 +136,6 @@ class ZfsBackend : public MarkedBackend<ZfsRow> {
   StatusOr<std::string> DoExpose(const ZfsRow& row) override;
   Status DoUnexpose(const std::string& /*name*/) override { return Status::Ok(); }
 
-  Status CheckSnapshots(bool detached) const override;
   StatusOr<std::optional<BackendSnapshot>> FindSnapshotRow(const std::string& name) override;
   StatusOr<std::vector<BackendSnapshot>> ListSnapshotRows() override;
   StatusOr<BackendSnapshot> DoCreateSnapshot(const ZfsRow& row, const std::string& name,

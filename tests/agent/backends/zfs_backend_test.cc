@@ -793,11 +793,83 @@ TEST_F(ZfsSnapshotTest, AHiddenVolumeStaysWhileASnapshotStillNeedsIt) {
             Code::kNotFound);
 }
 
-TEST_F(ZfsSnapshotTest, DetachedSnapshotsAreRefusedClearly) {
+TEST_F(ZfsSnapshotTest, ADetachedSnapshotIsSentIntoADatasetOfItsOwn) {
+  (void)Backend()->CreateSnapshot("vol-1", kOwner, "s", kSnapOwner, true);
+  EXPECT_THAT(Changes(),
+              ElementsAre("zfs snapshot -- tank/pillar/vol-1@pillar:send:s",
+                          std::string("zfs send -- tank/pillar/vol-1@pillar:send:s | zfs receive "
+                                      "-u -o pillar-csi:snapshot-uid=") +
+                              kSnapOwner +
+                              " -o pillar-csi:size-bytes=10737418240 -o volmode=none -o "
+                              "compression=lz4 -- tank/pillar/vol-1:snapshot:s@s",
+                          "zfs destroy -- tank/pillar/vol-1@pillar:send:s"));
+  // A file system's is never mounted.
+  exec_.ClearCalls();
+  (void)Backend()->CreateSnapshot("fs-1", kOwner, "t", kSnapOwner, true);
+  auto changes = Changes();
+  ASSERT_EQ(changes.size(), 3u);
+  EXPECT_THAT(changes[1], HasSubstr(" -o canmount=off "));
+  EXPECT_THAT(changes[1], HasSubstr("-- tank/pillar/fs-1:snapshot:t@t"));
+}
+
+TEST_F(ZfsSnapshotTest, AFailedSendStillDropsWhatItSent) {
+  exec_.OnOutput({"zfs", "receive"}, "", 1, "cannot receive: out of space\n");
   auto r = Backend()->CreateSnapshot("vol-1", kOwner, "s", kSnapOwner, true);
-  EXPECT_EQ(r.status().code(), Code::kFailedPrecondition);
-  EXPECT_THAT(r.status().message(), HasSubstr("detached"));
-  EXPECT_THAT(exec_.calls(), IsEmpty());
+  EXPECT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("out of space"));
+  auto changes = Changes();
+  ASSERT_FALSE(changes.empty());
+  EXPECT_EQ(changes.back(), "zfs destroy -- tank/pillar/vol-1@pillar:send:s");
+}
+
+TEST_F(ZfsSnapshotTest, ADetachedSnapshotIsListedAsDetachedAndItsDatasetIsNoVolume) {
+  const std::string holder = "tank/pillar/vol-1:snapshot:s";
+  // Its dataset carries the marks; its snapshot inherits them.
+  exec_.OnOutput({"zfs", "list"}, std::string(kList) + holder +
+                                      "\tvolume\t-\t10737418240\t-\t16384\t-\t-\t-\n");
+  exec_.OnOutput({"zfs", "list", "-Hp", "-t", "snapshot"},
+                 holder + "@s\t" + kSnapOwner + "\t10737418240\t10737418240\t16384\t1\t0\toff\n");
+  auto b = Backend();
+  auto vols = b->List();
+  ASSERT_TRUE(vols.ok()) << vols.status().ToString();
+  for (const auto& v : *vols) EXPECT_EQ(v.name.find(':'), std::string::npos) << v.name;
+  auto snaps = b->ListSnapshots();
+  ASSERT_TRUE(snaps.ok()) << snaps.status().ToString();
+  ASSERT_EQ(snaps->size(), 1u);
+  EXPECT_EQ((*snaps)[0].name, "s");
+  EXPECT_EQ((*snaps)[0].source_volume, "vol-1");
+  EXPECT_TRUE((*snaps)[0].detached);
+  EXPECT_EQ((*snaps)[0].owner_uid, kSnapOwner);
+  // A retry of the same create is that snapshot (a detached one also serves
+  // a request for a dependent one); nothing is sent again.
+  exec_.ClearCalls();
+  EXPECT_TRUE(b->CreateSnapshot("vol-1", kOwner, "s", kSnapOwner, true).ok());
+  EXPECT_TRUE(b->CreateSnapshot("vol-1", kOwner, "s", kSnapOwner, false).ok());
+  EXPECT_EQ(b->CreateSnapshot("vol-1", kOwner, "s", kOtherOwner, true).status().code(),
+            Code::kAlreadyExists);
+  EXPECT_THAT(Changes(), IsEmpty());
+  // A restore clones the holder's snapshot.
+  VolumeSource from{VolumeSource::Kind::kSnapshot, "s", kSnapOwner, false};
+  (void)b->CreateFrom("r", kGiB * 10, VolumeMode::kBlock, {}, kOwner, std::nullopt, from);
+  ASSERT_EQ(Changes().size(), 1u);
+  EXPECT_THAT(Changes()[0], HasSubstr("-- " + holder + "@s tank/pillar/r"));
+  // Deleting it: the snapshot (deferred), then its dataset once it holds none.
+  auto deleted = std::make_shared<bool>(false);
+  exec_.On({"zfs", "destroy", "-d"}, [deleted](const Command&) -> StatusOr<ExecResult> {
+    *deleted = true;
+    return ExecResult{0, "", ""};
+  });
+  exec_.On({"zfs", "list", "-Hp", "-t", "snapshot"},
+           [deleted, holder](const Command&) -> StatusOr<ExecResult> {
+             return ExecResult{0,
+                               *deleted ? ""
+                                        : holder + "@s\t" + kSnapOwner +
+                                              "\t10737418240\t10737418240\t16384\t1\t0\toff\n",
+                               ""};
+           });
+  exec_.ClearCalls();
+  EXPECT_TRUE(b->DeleteSnapshot("s", kSnapOwner).ok());
+  EXPECT_THAT(Changes(), ElementsAre("zfs destroy -d -- " + holder + "@s", "zfs destroy -- " + holder));
 }
 
 }  // namespace
