@@ -80,8 +80,8 @@ class RepairExportsTest : public ::testing::Test {
     ExportParams params;
     params.bind_address = "10.0.0.5";
     params.port = 2049;
-    return core_.ApplyExport({"p/v1", Protocol::kNfs, params, {kUid, generation}, hosts, {}},
-                             nullptr)
+    return core_
+        .ApplyExport({"p/v1", Protocol::kNfs, params, {kUid, generation}, hosts, {}}, nullptr)
         .status();
   }
 
@@ -131,8 +131,8 @@ TEST_F(RepairExportsTest, AStaleWriterLearnsNothingOfTheVolume) {
   ExportParams params;
   params.bind_address = "10.0.0.5";
   params.port = 2049;
-  auto stale = core_.ApplyExport({"p/gone", Protocol::kNfs, params, {kUid, 4}, {"10.0.0.1"}, {}},
-                                 nullptr);
+  auto stale =
+      core_.ApplyExport({"p/gone", Protocol::kNfs, params, {kUid, 4}, {"10.0.0.1"}, {}}, nullptr);
   EXPECT_EQ(stale.status().code(), Code::kAborted) << stale.status().ToString();
   EXPECT_TRUE(table_->table.empty());
 }

@@ -370,6 +370,16 @@ Status ZfsBackend::DoDelete(const std::string& name, const std::optional<ZfsRow>
   if (!row) return Status::Ok();
   Command cmd = Zfs({"destroy", "--", Id(name)}, kChangeTimeout);
   ASSIGN_OR_RETURN(ExecResult r, exec_.Run(cmd));
+  if (r.exit_code != 0 && row->mode == VolumeMode::kBlock &&
+      (r.err + r.out).find("dataset is busy") != std::string::npos) {
+    // A zvol just let go of (its export removed, a copy made of it) is
+    // probed by udev for a moment: once udev is done, once more. Still busy
+    // (held by someone) is FAILED_PRECONDITION below.
+    Status settled =
+        exec_.RunOk(Command{{"udevadm", "settle", "--timeout=10"}, "", kChangeTimeout});
+    if (!settled.ok()) log::Warn("udevadm settle failed", {{"error", settled.ToString()}});
+    ASSIGN_OR_RETURN(r, exec_.Run(cmd));
+  }
   if (r.exit_code == 0) {
     // A clone's origin snapshot, deferred-destroyed, went with it: its
     // volume may be a hidden one that nothing needs any more.
@@ -586,9 +596,9 @@ StatusOr<BackendSnapshot> ZfsBackend::DoCreateSnapshot(const ZfsRow& row, const 
   const std::string size_mark =
       std::string(kSnapshotSizeProperty) + "=" + std::to_string(row.size_bytes);
   if (!detached) {
-    RETURN_IF_ERROR(exec_.RunOk(Zfs(
-        {"snapshot", "-o", uid_mark, "-o", size_mark, "--", Id(row.name) + "@" + name},
-        kChangeTimeout)));
+    RETURN_IF_ERROR(exec_.RunOk(
+        Zfs({"snapshot", "-o", uid_mark, "-o", size_mark, "--", Id(row.name) + "@" + name},
+            kChangeTimeout)));
     return FindSnapshot(name);
   }
   // Detached: the point in time is sent whole into a dataset of its own,

@@ -437,6 +437,28 @@ TEST_F(ZfsBackendTest, DeleteOfAVolumeWithChildrenOrUsersIsFailedPrecondition) {
   EXPECT_TRUE(Backend()->Delete("vol-1", kOwner).ok());
 }
 
+// A zvol udev still probes (just unexported, just copied) is busy for a
+// moment: the delete waits for udev once and tries again.
+TEST_F(ZfsBackendTest, ABusyZvolIsDestroyedOnceUdevSettled) {
+  exec_.OnOutput({"zfs", "list"}, kList);
+  exec_.OnOutput({"zfs", "list", "-Hp", "-t", "snapshot"}, "");
+  exec_.OnOutput({"udevadm"}, "");
+  auto tries = std::make_shared<int>(0);
+  exec_.On({"zfs", "destroy"}, [tries](const Command&) -> StatusOr<ExecResult> {
+    if ((*tries)++ == 0)
+      return ExecResult{1, "", "cannot destroy 'tank/pillar/vol-1': dataset is busy\n"};
+    return ExecResult{0, "", ""};
+  });
+  EXPECT_TRUE(Backend()->Delete("vol-1", kOwner).ok());
+  std::vector<std::string> changes;
+  for (const auto& line : exec_.CallLines()) {
+    if (!line.starts_with("zfs list")) changes.push_back(line);
+  }
+  EXPECT_THAT(changes,
+              ElementsAre("zfs destroy -- tank/pillar/vol-1", "udevadm settle --timeout=10",
+                          "zfs destroy -- tank/pillar/vol-1"));
+}
+
 TEST_F(ZfsBackendTest, GetAndList) {
   exec_.OnOutput({"zfs", "list"}, kList);
   auto vol = Backend()->Get("vol-1");
@@ -825,8 +847,8 @@ TEST_F(ZfsSnapshotTest, AFailedSendStillDropsWhatItSent) {
 TEST_F(ZfsSnapshotTest, ADetachedSnapshotIsListedAsDetachedAndItsDatasetIsNoVolume) {
   const std::string holder = "tank/pillar/vol-1:snapshot:s";
   // Its dataset carries the marks; its snapshot inherits them.
-  exec_.OnOutput({"zfs", "list"}, std::string(kList) + holder +
-                                      "\tvolume\t-\t10737418240\t-\t16384\t-\t-\t-\n");
+  exec_.OnOutput({"zfs", "list"},
+                 std::string(kList) + holder + "\tvolume\t-\t10737418240\t-\t16384\t-\t-\t-\n");
   exec_.OnOutput({"zfs", "list", "-Hp", "-t", "snapshot"},
                  holder + "@s\t" + kSnapOwner + "\t10737418240\t10737418240\t16384\t1\t0\toff\n");
   auto b = Backend();
@@ -869,7 +891,8 @@ TEST_F(ZfsSnapshotTest, ADetachedSnapshotIsListedAsDetachedAndItsDatasetIsNoVolu
            });
   exec_.ClearCalls();
   EXPECT_TRUE(b->DeleteSnapshot("s", kSnapOwner).ok());
-  EXPECT_THAT(Changes(), ElementsAre("zfs destroy -d -- " + holder + "@s", "zfs destroy -- " + holder));
+  EXPECT_THAT(Changes(),
+              ElementsAre("zfs destroy -d -- " + holder + "@s", "zfs destroy -- " + holder));
 }
 
 }  // namespace
