@@ -32,7 +32,7 @@ enum class Code {
 
 const char* CodeName(Code code);
 
-class Status {
+class [[nodiscard]] Status {
  public:
   Status() = default;
   Status(Code code, std::string message) : code_(code), message_(std::move(message)) {}
@@ -69,7 +69,7 @@ inline Status PermissionDenied(std::string m) { return {Code::kPermissionDenied,
 inline Status Unauthenticated(std::string m) { return {Code::kUnauthenticated, std::move(m)}; }
 
 template <typename T>
-class StatusOr {
+class [[nodiscard]] StatusOr {
  public:
   StatusOr(Status status) : status_(std::move(status)) {  // NOLINT
     assert(!status_.ok() && "StatusOr built from an OK status without value");

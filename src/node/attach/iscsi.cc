@@ -363,7 +363,8 @@ DeviceHealth IscsiAttacher::Check(const RemoteTarget& t) {
 Status IscsiAttacher::Heal(const RemoteTarget& t) {
   RETURN_IF_ERROR(ValidateTarget(t));
   if (sysfs_.SessionsTo(t.target_id, t.address, t.port).empty()) return Login(t);
-  if (!FindDevice(t)) RescanSessions(t);
+  // Best effort (failures are logged), as NVMe's heal.
+  if (!FindDevice(t)) (void)RescanSessions(t);
   return Status::Ok();
 }
 

@@ -242,7 +242,9 @@ Status NvmeAttacher::Heal(const RemoteTarget& t) {
   PathState path = PathTo(t, sub ? &*sub : nullptr);
   if (path == PathState::kNone) return Connect(t);
   if (path == PathState::kLive && !sysfs_.FindNamespaceDevice(t.target_id, t.nsid)) {
-    RescanControllers(*sub);
+    // Best effort (failures are logged): a device still missing is the next
+    // heal's or stage's to see.
+    (void)RescanControllers(*sub);
   }
   return Status::Ok();
 }
@@ -250,7 +252,9 @@ Status NvmeAttacher::Heal(const RemoteTarget& t) {
 Status NvmeAttacher::Rescan(const RemoteTarget& t) {
   auto sub = sysfs_.FindSubsystem(t.target_id);
   if (!sub) return FailedPrecondition("subsystem " + t.target_id + " is not connected");
-  RescanControllers(*sub);
+  // As the iSCSI rescan: a failed ns-rescan (logged) is not "not connected";
+  // the device wait that follows says whether the namespace came.
+  (void)RescanControllers(*sub);
   return Status::Ok();
 }
 
