@@ -609,19 +609,26 @@ StatusOr<BackendSnapshot> ZfsBackend::DoCreateSnapshot(const ZfsRow& row, const 
   ASSIGN_OR_RETURN(auto props, LocalProperties(row.name, row.mode));
   const std::string sent = row.name + "@" + kSendSnapshotPrefix + name;
   RETURN_IF_ERROR(exec_.RunOk(Zfs({"snapshot", "--", Id(sent)}, kChangeTimeout)));
-  std::vector<std::string> receive = {"receive", "-u", "-o", uid_mark, "-o", size_mark};
-  receive.insert(receive.end(),
-                 {"-o", row.mode == VolumeMode::kBlock ? "volmode=none" : "canmount=off"});
-  for (const auto& [key, value] : props) receive.insert(receive.end(), {"-o", key + "=" + value});
-  receive.insert(receive.end(), {"--", Id(row.name + kHolderInfix + name) + "@" + name});
-  Status received = exec_.RunPipeOk(Zfs({"send", "--", Id(sent)}, kChangeTimeout),
-                                    Zfs(std::move(receive), kChangeTimeout));
+  std::vector<std::string> options = {
+      "-o",      uid_mark, "-o",
+      size_mark, "-o",     row.mode == VolumeMode::kBlock ? "volmode=none" : "canmount=off"};
+  for (const auto& [key, value] : props) options.insert(options.end(), {"-o", key + "=" + value});
+  Status received = SendReceive(Id(sent), options, Id(row.name + kHolderInfix + name) + "@" + name);
   Status dropped = DestroySnapshot(Id(sent), /*deferred=*/false);
   RETURN_IF_ERROR(received);
   RETURN_IF_ERROR(dropped);
   log::Info("detached snapshot received into a dataset of its own",
             {{"snapshot", Id(name)}, {"of", Id(row.name)}});
   return FindSnapshot(name);
+}
+
+Status ZfsBackend::SendReceive(const std::string& snapshot, const std::vector<std::string>& options,
+                               const std::string& target) {
+  std::vector<std::string> receive = {"receive", "-u"};
+  receive.insert(receive.end(), options.begin(), options.end());
+  receive.insert(receive.end(), {"--", target});
+  return exec_.RunPipeOk(Zfs({"send", "--", snapshot}, kChangeTimeout),
+                         Zfs(std::move(receive), kChangeTimeout));
 }
 
 Status ZfsBackend::DestroySnapshot(const std::string& snapshot, bool deferred) {
@@ -734,11 +741,7 @@ StatusOr<BackendVolume> ZfsBackend::CopySnapshot(const std::string& name, int64_
     // A full stream into a dataset of its own: nothing of the source is kept
     // for it. The received snapshot gets an internal name and goes at once.
     const std::string received = Id(name) + "@" + kCopySnapshotPrefix + name;
-    std::vector<std::string> receive = {"receive", "-u"};
-    receive.insert(receive.end(), options.begin(), options.end());
-    receive.insert(receive.end(), {"--", received});
-    RETURN_IF_ERROR(exec_.RunPipeOk(Zfs({"send", "--", Id(snapshot)}, kChangeTimeout),
-                                    Zfs(std::move(receive), kChangeTimeout)));
+    RETURN_IF_ERROR(SendReceive(Id(snapshot), options, received));
     RETURN_IF_ERROR(DestroySnapshot(received, /*deferred=*/false));
   } else {
     std::vector<std::string> argv = {"clone"};

@@ -177,6 +177,10 @@ class ZfsBackend : public MarkedBackend<ZfsRow> {
                                        const std::string& snapshot, int64_t source_bytes,
                                        bool detached,
                                        const std::map<std::string, std::string>& params);
+  // `zfs send SNAPSHOT | zfs receive -u OPTIONS -- TARGET` (full names): a
+  // full stream, no shell between them; TARGET never mounted by it.
+  Status SendReceive(const std::string& snapshot, const std::vector<std::string>& options,
+                     const std::string& target);
   // Destroys leftovers nothing needs any more: internal snapshots a crash
   // left behind, and hidden volumes without snapshots. Failures are logged
   // and retried by the next call, never returned.

@@ -614,6 +614,18 @@ class ZfsSnapshotTest : public ZfsBackendTest {
     }
     return out;
   }
+  // The snapshot listing is `listing` until a `zfs destroy -d` ran, then empty.
+  void ListsSnapshotsUntilADeferredDestroy(const std::string& listing) {
+    auto deleted = std::make_shared<bool>(false);
+    exec_.On({"zfs", "destroy", "-d"}, [deleted](const Command&) -> StatusOr<ExecResult> {
+      *deleted = true;
+      return ExecResult{0, "", ""};
+    });
+    exec_.On({"zfs", "list", "-Hp", "-t", "snapshot"},
+             [deleted, listing](const Command&) -> StatusOr<ExecResult> {
+               return ExecResult{0, *deleted ? "" : listing, ""};
+             });
+  }
 };
 
 TEST_F(ZfsSnapshotTest, ListsMarkedAndHandMadeSnapshotsButNotInternalOnes) {
@@ -772,19 +784,8 @@ TEST_F(ZfsSnapshotTest, HiddenVolumesAreNoVolumesAndGoWithTheirLastSnapshot) {
   EXPECT_EQ((*snaps)[0].source_volume, "old");
   // Deleting its last snapshot: the snapshot (deferred), then the hidden
   // volume once the listing shows no snapshot left on it.
-  auto deleted = std::make_shared<bool>(false);
-  exec_.On({"zfs", "destroy", "-d"}, [deleted](const Command&) -> StatusOr<ExecResult> {
-    *deleted = true;
-    return ExecResult{0, "", ""};
-  });
-  exec_.On({"zfs", "list", "-Hp", "-t", "snapshot"},
-           [deleted, hidden](const Command&) -> StatusOr<ExecResult> {
-             return ExecResult{0,
-                               *deleted ? ""
-                                        : hidden + "@s-old\t" + kSnapOwner +
-                                              "\t1073741824\t1073741824\t16384\t1\t0\toff\n",
-                               ""};
-           });
+  ListsSnapshotsUntilADeferredDestroy(hidden + "@s-old\t" + kSnapOwner +
+                                      "\t1073741824\t1073741824\t16384\t1\t0\toff\n");
   exec_.ClearCalls();
   EXPECT_TRUE(b->DeleteSnapshot("s-old", kSnapOwner).ok());
   EXPECT_THAT(Changes(),
@@ -876,19 +877,8 @@ TEST_F(ZfsSnapshotTest, ADetachedSnapshotIsListedAsDetachedAndItsDatasetIsNoVolu
   ASSERT_EQ(Changes().size(), 1u);
   EXPECT_THAT(Changes()[0], HasSubstr("-- " + holder + "@s tank/pillar/r"));
   // Deleting it: the snapshot (deferred), then its dataset once it holds none.
-  auto deleted = std::make_shared<bool>(false);
-  exec_.On({"zfs", "destroy", "-d"}, [deleted](const Command&) -> StatusOr<ExecResult> {
-    *deleted = true;
-    return ExecResult{0, "", ""};
-  });
-  exec_.On({"zfs", "list", "-Hp", "-t", "snapshot"},
-           [deleted, holder](const Command&) -> StatusOr<ExecResult> {
-             return ExecResult{0,
-                               *deleted ? ""
-                                        : holder + "@s\t" + kSnapOwner +
-                                              "\t10737418240\t10737418240\t16384\t1\t0\toff\n",
-                               ""};
-           });
+  ListsSnapshotsUntilADeferredDestroy(holder + "@s\t" + kSnapOwner +
+                                      "\t10737418240\t10737418240\t16384\t1\t0\toff\n");
   exec_.ClearCalls();
   EXPECT_TRUE(b->DeleteSnapshot("s", kSnapOwner).ok());
   EXPECT_THAT(Changes(),
