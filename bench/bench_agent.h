@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -35,8 +36,19 @@ namespace pillar::bench {
 
 namespace v1 = pillar::agent::v1;
 
+// losetup on a table: --find "attaches" the next device and lays out what
+// the kernel would in sysfs (<sysfs>/block/loopN/loop/backing_file), which
+// FileBackend reads; --detach removes it again.
 class LoopTableExec : public Exec {
  public:
+  // Lays out an empty sysfs under `root` for this table and returns `root`.
+  std::string ServeSysfs(const std::string& root) {
+    std::lock_guard<std::mutex> lock(mu_);
+    sysfs_ = root;
+    std::filesystem::create_directories(root + "/block");
+    return root;
+  }
+
   StatusOr<ExecResult> Run(const Command& cmd) override {
     std::lock_guard<std::mutex> lock(mu_);
     const auto& a = cmd.argv;
@@ -50,9 +62,28 @@ class LoopTableExec : public Exec {
                         ""};
     }
     if (a.size() >= 2 && a[0] == "losetup" && a[1] == "--find") {
-      std::string dev = "/dev/loop" + std::to_string(next_++);
-      devices_[a.back()] = dev;
-      return ExecResult{0, dev + "\n", ""};
+      const std::string name = "loop" + std::to_string(next_++);
+      const std::string& image = a.back();
+      devices_[image] = "/dev/" + name;
+      if (!sysfs_.empty()) {
+        const std::string dir = sysfs_ + "/block/" + name + "/loop";
+        std::filesystem::create_directories(dir);
+        // The kernel shows the path with every symlink resolved.
+        std::ofstream(dir + "/backing_file")
+            << std::filesystem::weakly_canonical(image).string() << "\n";
+      }
+      return ExecResult{0, "/dev/" + name + "\n", ""};
+    }
+    if (a.size() >= 3 && a[0] == "losetup" && a[1] == "--detach") {
+      for (auto it = devices_.begin(); it != devices_.end(); ++it) {
+        if (it->second != a[2]) continue;
+        if (!sysfs_.empty()) {
+          std::filesystem::remove_all(sysfs_ + "/block/" + it->second.substr(5));
+        }
+        devices_.erase(it);
+        break;
+      }
+      return ExecResult{0, "", ""};
     }
     if (a.size() >= 2 && a[0] == "losetup") return ExecResult{0, "", ""};
     return NotFound("bench exec: " + cmd.ToString());
@@ -60,7 +91,8 @@ class LoopTableExec : public Exec {
 
  private:
   std::mutex mu_;
-  std::map<std::string, std::string> devices_;
+  std::string sysfs_;
+  std::map<std::string, std::string> devices_;  // image -> /dev/loopN
   int next_ = 0;
 };
 
@@ -75,7 +107,8 @@ struct BenchAgent {
     opts.node_name = name;
     opts.load_target = [this](Protocol p) { return sim.LoadTarget(p); };
     core = std::make_unique<agent::AgentCore>(opts, marks);
-    core->AddPool(std::make_unique<agent::FileBackend>("demo", dir + "/pool", exec, fs));
+    core->AddPool(std::make_unique<agent::FileBackend>("demo", dir + "/pool", exec, fs,
+                                                       exec.ServeSysfs(dir + "/sys")));
     core->AddExporter(std::make_unique<agent::NvmetExporter>(sim, dir + "/configfs"));
     core->CheckTargetState();
     service = std::make_unique<agent::AgentService>(*core);

@@ -108,6 +108,52 @@ std::string JoinPath(const std::string& a, const std::string& b) {
   return out + "/" + b.substr(start);
 }
 
+StatusOr<std::string> CanonicalPath(Fs& fs, const std::string& path) {
+  if (path.empty() || path.front() != '/') {
+    return FailedPrecondition("path '" + path + "' is not absolute");
+  }
+  constexpr int kMaxLinks = 40;  // as the kernel's path walk allows
+  // Components still to walk, the next one last.
+  std::vector<std::string> todo;
+  auto push_reversed = [&todo](const std::string& p) {
+    std::vector<std::string> parts;
+    size_t start = 0;
+    while (start <= p.size()) {
+      size_t end = p.find('/', start);
+      if (end == std::string::npos) end = p.size();
+      if (end > start) parts.push_back(p.substr(start, end - start));
+      start = end + 1;
+    }
+    todo.insert(todo.end(), parts.rbegin(), parts.rend());
+  };
+  push_reversed(path);
+  std::vector<std::string> done;
+  int links = 0;
+  while (!todo.empty()) {
+    std::string part = std::move(todo.back());
+    todo.pop_back();
+    if (part == ".") continue;
+    if (part == "..") {
+      if (!done.empty()) done.pop_back();
+      continue;
+    }
+    done.push_back(std::move(part));
+    std::string walked;
+    for (const auto& d : done) walked += "/" + d;
+    StatusOr<std::string> target = fs.ReadLink(walked);
+    if (!target.ok()) continue;  // no link: kept as named
+    if (++links > kMaxLinks) {
+      return FailedPrecondition("path '" + path + "' has more than 40 symlinks (a loop?)");
+    }
+    done.pop_back();
+    if (!target->empty() && target->front() == '/') done.clear();
+    push_reversed(*target);
+  }
+  std::string out;
+  for (const auto& d : done) out += "/" + d;
+  return out.empty() ? "/" : out;
+}
+
 StatusOr<std::string> PosixFs::ReadFile(const std::string& path) {
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Errno("open", path, errno);

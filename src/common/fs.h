@@ -112,4 +112,10 @@ class PosixFs : public Fs {
 // Joins path components with single slashes.
 std::string JoinPath(const std::string& a, const std::string& b);
 
+// The absolute `path` with every symlink resolved (through fs.ReadLink) and
+// ".", ".." and repeated slashes gone, as the kernel names a file it holds
+// open. A component that is no link (or does not exist) is kept as named;
+// FAILED_PRECONDITION for a relative path or more than 40 links (a loop).
+StatusOr<std::string> CanonicalPath(Fs& fs, const std::string& path);
+
 }  // namespace pillar

@@ -33,6 +33,27 @@ TEST(PosixFsTest, FilesDirsAndLinks) {
   EXPECT_EQ(JoinPath("/sys/kernel/config/", "/nvmet"), "/sys/kernel/config/nvmet");
 }
 
+TEST(CanonicalPathTest, ResolvesLinksDotsAndSlashesAsTheKernelNamesAFile) {
+  testing::TempDir tmp;
+  PosixFs fs;
+  const std::string root = *CanonicalPath(fs, tmp.path());  // TMPDIR may be a link itself
+  ASSERT_TRUE(fs.MakeDirs(tmp.Sub("real/pool")).ok());
+  ASSERT_TRUE(fs.Symlink("real", tmp.Sub("rel")).ok());
+  ASSERT_TRUE(fs.Symlink(tmp.Sub("real/pool"), tmp.Sub("abs")).ok());
+  ASSERT_TRUE(fs.Symlink("../rel/pool", tmp.Sub("real/up")).ok());
+  EXPECT_EQ(*CanonicalPath(fs, tmp.Sub("rel/pool")), root + "/real/pool");
+  EXPECT_EQ(*CanonicalPath(fs, tmp.Sub("abs")), root + "/real/pool");
+  EXPECT_EQ(*CanonicalPath(fs, tmp.Sub("real/up/")), root + "/real/pool");
+  EXPECT_EQ(*CanonicalPath(fs, tmp.Sub("rel//./pool/../pool/x.img")), root + "/real/pool/x.img");
+  EXPECT_EQ(*CanonicalPath(fs, tmp.Sub("abs/missing/x.img")), root + "/real/pool/missing/x.img");
+  EXPECT_EQ(*CanonicalPath(fs, "/"), "/");
+  EXPECT_EQ(*CanonicalPath(fs, "/.."), "/");
+  ASSERT_TRUE(fs.Symlink("loop-b", tmp.Sub("loop-a")).ok());
+  ASSERT_TRUE(fs.Symlink("loop-a", tmp.Sub("loop-b")).ok());
+  EXPECT_EQ(CanonicalPath(fs, tmp.Sub("loop-a/x")).status().code(), Code::kFailedPrecondition);
+  EXPECT_EQ(CanonicalPath(fs, "relative/x").status().code(), Code::kFailedPrecondition);
+}
+
 TEST(PosixFsTest, AtomicWritesNeverFollowAPlantedLinkAndLeaveNoTemporary) {
   testing::TempDir tmp;
   PosixFs fs;

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <nlohmann/json.hpp>
-#include <regex>
 
 #include "agent/backends/backend_util.h"
 #include "common/log.h"
@@ -19,9 +18,18 @@ constexpr int64_t kSectorBytes = 512;
 constexpr char kImageSuffix[] = ".img";
 constexpr char kSidecarDir[] = ".pillar";
 
+constexpr char kDevPrefix[] = "/dev/";
+// What the kernel appends to a backing file's path once the file is unlinked.
+constexpr char kDeleted[] = " (deleted)";
+
+// "loop" and a number: a loop device's name in /dev and /sys/block.
+bool IsLoopName(const std::string& name) {
+  return name.size() > 4 && name.starts_with("loop") &&
+         std::all_of(name.begin() + 4, name.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
 bool IsLoopDevice(const std::string& path) {
-  static const std::regex kLoop("/dev/loop[0-9]+");
-  return std::regex_match(path, kLoop);
+  return path.starts_with(kDevPrefix) && IsLoopName(path.substr(sizeof(kDevPrefix) - 1));
 }
 
 }  // namespace
@@ -244,8 +252,8 @@ StatusOr<BackendVolume> FileBackend::DoExpand(const BackendVolume& found, int64_
   } else {
     const std::string image = ImagePath(vol.name);
     // An attached loop device keeps its old size until told to re-read it.
-    // Asked before growing, so a failing losetup leaves the image as it was.
-    ASSIGN_OR_RETURN(std::vector<std::string> devices, LoopDevicesOf(image));
+    // Asked before growing, so a failing lookup leaves the image as it was.
+    ASSIGN_OR_RETURN(std::vector<std::string> devices, AllLoopDevicesOf(image));
     RETURN_IF_ERROR(fs_.ResizeFile(image, target));
     for (const auto& dev : devices) {
       RETURN_IF_ERROR(exec_.RunOk({{"losetup", "--set-capacity", dev}, "", kChangeTimeout}));
@@ -302,12 +310,19 @@ StatusOr<PoolCapacity> FileBackend::ReadCapacity() {
 }
 
 StatusOr<std::string> FileBackend::DoExpose(const BackendVolume& vol) {
-  // Pools of older releases are tightened when a volume is served.
+  // Pools of older releases are tightened when a volume is served (a read
+  // of the mode; a chmod only when it is not private yet).
   RETURN_IF_ERROR(KeepPoolPrivate());
   if (vol.mode == VolumeMode::kFilesystem) return vol.export_path;
   const std::string image = ImagePath(vol.name);
-  ASSIGN_OR_RETURN(std::vector<std::string> devices, LoopDevicesOf(image));
-  if (!devices.empty()) return devices.front();
+  ASSIGN_OR_RETURN(std::optional<std::string> attached, CachedLoopDeviceOf(image));
+  if (attached) return *attached;
+  // Never a second device for one image: ask by inode before attaching.
+  ASSIGN_OR_RETURN(std::vector<std::string> devices, LoopDevicesByInode(image));
+  if (!devices.empty()) {
+    RememberLoop(image, devices.front());
+    return devices.front();
+  }
   // Direct I/O keeps a second copy of every block out of the page cache.
   Command attach{
       {"losetup", "--find", "--show", "--direct-io=on", "--", image}, "", kChangeTimeout};
@@ -316,6 +331,7 @@ StatusOr<std::string> FileBackend::DoExpose(const BackendVolume& vol) {
   if (!IsLoopDevice(dev)) {
     return Internal("'" + attach.ToString() + "' printed '" + dev + "', not a loop device");
   }
+  RememberLoop(image, dev);
   return dev;
 }
 
@@ -325,8 +341,95 @@ Status FileBackend::DoUnexpose(const std::string& name) {
   return DetachAll(ImagePath(name));
 }
 
-StatusOr<std::vector<std::string>> FileBackend::LoopDevicesOf(const std::string& image) {
-  // --associated matches the backing inode, not the path string.
+StatusOr<std::string> FileBackend::ReadBackingFile(const std::string& device) {
+  const std::string name = device.substr(sizeof(kDevPrefix) - 1);
+  ASSIGN_OR_RETURN(std::string text,
+                   fs_.ReadFile(JoinPath(sysfs_, "block/" + name + "/loop/backing_file")));
+  if (text.ends_with('\n')) text.pop_back();
+  return text;
+}
+
+void FileBackend::RememberLoop(const std::string& image, const std::string& device) {
+  // What validates the entry later is what the kernel shows now.
+  StatusOr<std::string> backing = ReadBackingFile(device);
+  if (!backing.ok() || backing->ends_with(kDeleted)) return;
+  std::lock_guard<std::mutex> lock(loops_mu_);
+  loops_[image] = {device, std::move(*backing)};
+}
+
+StatusOr<std::optional<std::string>> FileBackend::CachedLoopDeviceOf(const std::string& image) {
+  std::optional<LoopEntry> cached;
+  {
+    std::lock_guard<std::mutex> lock(loops_mu_);
+    auto it = loops_.find(image);
+    if (it != loops_.end()) cached = it->second;
+  }
+  if (cached) {
+    // Detached, attached to another file, or its image unlinked: the read
+    // fails or differs, and a scan decides.
+    StatusOr<std::string> backing = ReadBackingFile(cached->device);
+    if (backing.ok() && *backing == cached->backing) {
+      return std::optional<std::string>(cached->device);
+    }
+  }
+  ASSIGN_OR_RETURN(std::vector<std::string> devices, ScanLoopDevicesOf(image));
+  if (devices.empty()) return std::optional<std::string>();
+  return std::optional<std::string>(devices.front());
+}
+
+StatusOr<std::vector<std::string>> FileBackend::ScanLoopDevicesOf(const std::string& image) {
+  ASSIGN_OR_RETURN(std::vector<DirEntry> entries, fs_.ListDir(JoinPath(sysfs_, "block")));
+  std::vector<std::string> names;
+  for (const auto& e : entries) {
+    if (IsLoopName(e.name)) names.push_back(e.name);
+  }
+  // loop2 before loop10, so the first device of an image is always the same.
+  std::sort(names.begin(), names.end(), [](const std::string& a, const std::string& b) {
+    return a.size() != b.size() ? a.size() < b.size() : a < b;
+  });
+  // backing_file holds the path the kernel resolves for the file it holds
+  // open (d_path): every symlink followed, and " (deleted)" appended once the
+  // file is unlinked (then it is no image of ours). So a device is an
+  // image's when it reads the pool directory, resolved the same way, and the
+  // image's name; the image itself is a regular file, never a link
+  // (FileSize refuses one).
+  ASSIGN_OR_RETURN(std::string dir, CanonicalPath(fs_, dir_));
+  const std::string prefix = dir == "/" ? dir : dir + "/";
+  std::map<std::string, LoopEntry> found;
+  std::map<std::string, std::string> backing_of;  // device -> its backing_file
+  std::vector<std::string> devices;               // of `image`
+  for (const auto& name : names) {
+    const std::string device = kDevPrefix + name;
+    StatusOr<std::string> backing = ReadBackingFile(device);
+    if (!backing.ok()) continue;  // not attached (it has no loop/ directory then)
+    backing_of[device] = *backing;
+    if (backing->ends_with(kDeleted) || !backing->starts_with(prefix)) continue;
+    const std::string file = backing->substr(prefix.size());
+    if (file.find('/') != std::string::npos || !file.ends_with(kImageSuffix)) continue;
+    const std::string path = JoinPath(dir_, file);
+    if (path == image) devices.push_back(device);
+    found.emplace(path, LoopEntry{device, *backing});
+  }
+  std::lock_guard<std::mutex> lock(loops_mu_);
+  // An entry losetup found (a path sysfs names differently) stays while its
+  // device still reads the same.
+  for (const auto& [path, entry] : loops_) {
+    auto now = backing_of.find(entry.device);
+    if (found.count(path) != 0 || now == backing_of.end() || now->second != entry.backing) {
+      continue;
+    }
+    found.emplace(path, entry);
+    if (path == image) devices.push_back(entry.device);
+  }
+  loops_ = std::move(found);
+  return devices;
+}
+
+StatusOr<std::vector<std::string>> FileBackend::LoopDevicesByInode(const std::string& image) {
+  // A device attached from a mount namespace that is gone since (the agent's
+  // previous pod) names its file relative to a mount detached with it, not
+  // by a path of ours: only the backing inode, which --associated compares,
+  // tells that it serves this image.
   Command list{{"losetup", "--list", "--json", "--output", "NAME,BACK-FILE", "--associated", image},
                "",
                kQueryTimeout};
@@ -348,8 +451,18 @@ StatusOr<std::vector<std::string>> FileBackend::LoopDevicesOf(const std::string&
   return devices;
 }
 
+StatusOr<std::vector<std::string>> FileBackend::AllLoopDevicesOf(const std::string& image) {
+  ASSIGN_OR_RETURN(std::vector<std::string> devices, ScanLoopDevicesOf(image));
+  if (!devices.empty()) return devices;
+  return LoopDevicesByInode(image);
+}
+
 Status FileBackend::DetachAll(const std::string& image) {
-  ASSIGN_OR_RETURN(std::vector<std::string> devices, LoopDevicesOf(image));
+  ASSIGN_OR_RETURN(std::vector<std::string> devices, AllLoopDevicesOf(image));
+  {
+    std::lock_guard<std::mutex> lock(loops_mu_);
+    loops_.erase(image);
+  }
   for (const auto& dev : devices) {
     // A device still held open (by nvmet, say) is marked autoclear by the
     // kernel and goes when its last user closes it.

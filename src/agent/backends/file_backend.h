@@ -2,6 +2,9 @@
 //   block volume       <dir>/<name>.img, a sparse image served through a loop
 //                      device that Expose attaches (losetup) and Unexpose detaches
 //   filesystem volume  <dir>/<name>/, served by NFS as is
+// An attached image's loop device is found through sysfs, which names each
+// device's backing file (<sysfs>/block/loopN/loop/backing_file), and kept in
+// memory, so serving a volume that is already attached starts no process.
 // Every volume has a sidecar <dir>/.pillar/<name>.json (0600, written
 // atomically) carrying its mode and owner (the pvst uid, see backend.h): an
 // image or directory without one is not pillar's. A plain directory has no
@@ -21,6 +24,7 @@
 // deleting a volume or snapshot never waits for another.
 #pragma once
 
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -62,8 +66,13 @@ class FileBackend : public MarkedBackend<BackendVolume> {
   // `pool` should pass validate::PoolName and `dir` be an absolute path to
   // a directory; every operation re-checks both (cheaply) and refuses to run
   // anything when they do not, so a bad configuration can never reach a path.
-  FileBackend(std::string pool, std::string dir, Exec& exec, Fs& fs)
-      : pool_(std::move(pool)), dir_(std::move(dir)), exec_(exec), fs_(fs) {}
+  // `sysfs` is where sysfs is mounted (a temporary tree in tests).
+  FileBackend(std::string pool, std::string dir, Exec& exec, Fs& fs, std::string sysfs = "/sys")
+      : pool_(std::move(pool)),
+        dir_(std::move(dir)),
+        exec_(exec),
+        fs_(fs),
+        sysfs_(std::move(sysfs)) {}
 
   const std::string& pool() const override { return pool_; }
   std::string kind() const override { return "file"; }
@@ -166,14 +175,38 @@ class FileBackend : public MarkedBackend<BackendVolume> {
   StatusOr<BackendVolume> CreateDir(const std::string& name, int64_t size_bytes,
                                     const std::string& owner_uid,
                                     const std::optional<VolumeRoot>& root);
-  // Loop devices currently backed by the image (usually zero or one).
-  StatusOr<std::vector<std::string>> LoopDevicesOf(const std::string& image);
+  // A loop device ("/dev/loopN") and what its backing_file read (without
+  // the newline) when it was known to back an image.
+  struct LoopEntry {
+    std::string device;
+    std::string backing;
+  };
+  // The image's loop device: the cached one when its backing_file still
+  // reads the same (one read), else the first of a scan; nullopt when sysfs
+  // names none.
+  StatusOr<std::optional<std::string>> CachedLoopDeviceOf(const std::string& image);
+  // Every loop device backing the image, from a scan of sysfs that rebuilds
+  // the cache (usually zero or one).
+  StatusOr<std::vector<std::string>> ScanLoopDevicesOf(const std::string& image);
+  // Devices sysfs cannot name: `losetup --associated` compares inodes (see
+  // the .cc). Asked only when sysfs named none and something is to change.
+  StatusOr<std::vector<std::string>> LoopDevicesByInode(const std::string& image);
+  // ScanLoopDevicesOf, else LoopDevicesByInode.
+  StatusOr<std::vector<std::string>> AllLoopDevicesOf(const std::string& image);
+  // backing_file of a loop device ("/dev/loopN") without its newline.
+  StatusOr<std::string> ReadBackingFile(const std::string& device);
+  // Remembers `device` as the image's, with what its backing_file reads now.
+  void RememberLoop(const std::string& image, const std::string& device);
   Status DetachAll(const std::string& image);
 
   const std::string pool_;
   const std::string dir_;
   Exec& exec_;
   Fs& fs_;
+  const std::string sysfs_;
+  // ImagePath -> its loop device; a hint, checked before it is used.
+  std::mutex loops_mu_;
+  std::map<std::string, LoopEntry> loops_;
 };
 
 }  // namespace pillar::agent

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "agent/backends/backend_test_util.h"
@@ -30,19 +31,54 @@ std::string LoopJson(const std::string& device, const std::string& image) {
 }
 constexpr char kNoLoops[] = "{\n   \"loopdevices\": [\n\n   ]\n}\n";
 
+// The path the kernel shows for a file it holds: every symlink resolved.
+std::string KernelPath(const std::string& path) {
+  return std::filesystem::weakly_canonical(path).string();
+}
+
 class FileBackendTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    backend_ = std::make_unique<FileBackend>("images", tmp_.path(), exec_, fs_);
+    ASSERT_TRUE(fs_.MakeDirs(sys_.Sub("block")).ok());
+    backend_ = std::make_unique<FileBackend>("images", tmp_.path(), exec_, fs_, sys_.path());
   }
 
   std::string Image(const std::string& name) { return tmp_.Sub(name + ".img"); }
   std::string ListCmd(const std::string& name) {
     return "losetup --list --json --output NAME,BACK-FILE --associated " + Image(name);
   }
+  std::string AttachCmd(const std::string& name) {
+    return "losetup --find --show --direct-io=on -- " + Image(name);
+  }
   void OnLoopList(std::string out) { exec_.OnOutput({"losetup", "--list"}, std::move(out)); }
+  // What the kernel shows of an attached loopN: <sysfs>/block/loopN/loop/
+  // backing_file, the path and a newline.
+  void AttachInSysfs(int n, const std::string& backing) {
+    const std::string dir = sys_.Sub("block/loop" + std::to_string(n) + "/loop");
+    ASSERT_TRUE(fs_.MakeDirs(dir).ok());
+    ASSERT_TRUE(fs_.WriteFile(dir + "/backing_file", backing + "\n").ok());
+  }
+  // A detached device keeps its block/loopN, without loop/.
+  void DetachInSysfs(int n) {
+    ASSERT_TRUE(fs_.RemoveTree(sys_.Sub("block/loop" + std::to_string(n) + "/loop")).ok());
+  }
+  // `losetup --find` attaches the image at loopN, as the kernel would.
+  void OnAttach(int n) {
+    exec_.On({"losetup", "--find"}, [this, n](const Command& cmd) -> StatusOr<ExecResult> {
+      AttachInSysfs(n, KernelPath(cmd.argv.back()));
+      return ExecResult{0, "/dev/loop" + std::to_string(n) + "\n", ""};
+    });
+  }
+  // `losetup --detach /dev/loopN` detaches it in sysfs too.
+  void OnDetach() {
+    exec_.On({"losetup", "--detach"}, [this](const Command& cmd) -> StatusOr<ExecResult> {
+      DetachInSysfs(std::stoi(cmd.argv.back().substr(9)));
+      return ExecResult{0, "", ""};
+    });
+  }
 
   testing::TempDir tmp_;
+  testing::TempDir sys_;
   PosixFs fs_;
   testing::FakeExec exec_;
   std::unique_ptr<FileBackend> backend_;
@@ -418,20 +454,23 @@ TEST_F(FileBackendTest, ASymlinkedImageIsNeverTakenForAVolume) {
   EXPECT_THAT(exec_.calls(), IsEmpty());
 }
 
-TEST_F(FileBackendTest, ExpandGrowsTheImageAndTellsAnAttachedLoopDevice) {
+TEST_F(FileBackendTest, ExpandGrowsTheImageAndTellsEveryAttachedLoopDevice) {
   ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
-  OnLoopList(LoopJson("/dev/loop7", Image("vol-1")));
+  AttachInSysfs(7, KernelPath(Image("vol-1")));
+  AttachInSysfs(12, KernelPath(Image("vol-1")));
   exec_.OnOutput({"losetup", "--set-capacity"}, "");
   auto vol = backend_->Expand("vol-1", 2 * kGiB, kOwner);
   ASSERT_TRUE(vol.ok()) << vol.status().ToString();
   EXPECT_EQ(vol->size_bytes, 2 * kGiB);
   EXPECT_EQ(*fs_.FileSize(Image("vol-1")), 2 * kGiB);
-  EXPECT_THAT(exec_.CallLines(),
-              ElementsAre(ListCmd("vol-1"), "losetup --set-capacity /dev/loop7"));
+  EXPECT_THAT(exec_.CallLines(), ElementsAre("losetup --set-capacity /dev/loop7",
+                                             "losetup --set-capacity /dev/loop12"));
 }
 
 TEST_F(FileBackendTest, ExpandOfADetachedImageOnlyGrowsTheFile) {
   ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
+  AttachInSysfs(0, KernelPath(Image("other")));
+  // sysfs names no device: losetup, by inode, confirms before the change.
   OnLoopList(kNoLoops);
   ASSERT_TRUE(backend_->Expand("vol-1", 3 * kGiB, kOwner).ok());
   EXPECT_EQ(*fs_.FileSize(Image("vol-1")), 3 * kGiB);
@@ -465,11 +504,11 @@ TEST_F(FileBackendTest, ExpandFilesystemRewritesTheSidecar) {
 
 TEST_F(FileBackendTest, DeleteDetachesThenRemovesTheImage) {
   ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
-  OnLoopList(LoopJson("/dev/loop3", Image("vol-1")));
-  exec_.OnOutput({"losetup", "--detach"}, "");
+  AttachInSysfs(3, KernelPath(Image("vol-1")));
+  OnDetach();
   ASSERT_TRUE(backend_->Delete("vol-1", kOwner).ok());
   EXPECT_FALSE(fs_.Exists(Image("vol-1")));
-  EXPECT_THAT(exec_.CallLines(), ElementsAre(ListCmd("vol-1"), "losetup --detach /dev/loop3"));
+  EXPECT_THAT(exec_.CallLines(), ElementsAre("losetup --detach /dev/loop3"));
 
   exec_.ClearCalls();
   EXPECT_TRUE(backend_->Delete("vol-1", kOwner).ok());  // missing is success
@@ -478,7 +517,7 @@ TEST_F(FileBackendTest, DeleteDetachesThenRemovesTheImage) {
 
 TEST_F(FileBackendTest, DeleteKeepsTheImageWhenDetachFails) {
   ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
-  OnLoopList(LoopJson("/dev/loop3", Image("vol-1")));
+  AttachInSysfs(3, KernelPath(Image("vol-1")));
   exec_.OnOutput({"losetup", "--detach"}, "", 1,
                  "losetup: /dev/loop3: detach failed: Permission denied\n");
   Status s = backend_->Delete("vol-1", kOwner);
@@ -525,23 +564,145 @@ TEST_F(FileBackendTest, ListShowsVolumesOnlyAndCapacityComesFromStatvfs) {
   EXPECT_LE(cap->available_bytes, cap->total_bytes);
 }
 
-TEST_F(FileBackendTest, ExposeAttachesADetachedImage) {
+TEST_F(FileBackendTest, ExposeAttachesADetachedImageAndRemembersItsDevice) {
   ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
+  AttachInSysfs(0, KernelPath(Image("other")));
+  ASSERT_TRUE(fs_.MakeDirs(sys_.Sub("block/loop1")).ok());  // free: no loop/
+  ASSERT_TRUE(fs_.MakeDirs(sys_.Sub("block/sda")).ok());
   OnLoopList(kNoLoops);
-  exec_.OnOutput({"losetup", "--find"}, "/dev/loop4\n");
+  OnAttach(4);
   auto dev = backend_->Expose("vol-1", VolumeMode::kBlock);
   ASSERT_TRUE(dev.ok()) << dev.status().ToString();
   EXPECT_EQ(*dev, "/dev/loop4");
-  EXPECT_THAT(
-      exec_.CallLines(),
-      ElementsAre(ListCmd("vol-1"), "losetup --find --show --direct-io=on -- " + Image("vol-1")));
+  // sysfs names none, and losetup (by inode) agrees before a device is attached.
+  EXPECT_THAT(exec_.CallLines(), ElementsAre(ListCmd("vol-1"), AttachCmd("vol-1")));
+
+  exec_.ClearCalls();
+  EXPECT_EQ(*backend_->Expose("vol-1", VolumeMode::kBlock), "/dev/loop4");
+  EXPECT_THAT(exec_.calls(), IsEmpty()) << "an attached image's expose starts no process";
 }
 
-TEST_F(FileBackendTest, ExposeReusesAnExistingAttachment) {
+TEST_F(FileBackendTest, ExposeFindsAnAttachmentInSysfsWithoutAnyProcess) {
   ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
-  OnLoopList(LoopJson("/dev/loop0", Image("vol-1")));
+  ASSERT_TRUE(backend_->Create("vol-2", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
+  AttachInSysfs(2, KernelPath(Image("vol-2")));
+  AttachInSysfs(10, KernelPath(Image("vol-1")));
+  AttachInSysfs(3, KernelPath(tmp_.Sub(".pillar/snapshots/vol-1.img")));
+  EXPECT_EQ(*backend_->Expose("vol-1", VolumeMode::kBlock), "/dev/loop10");
+  EXPECT_EQ(*backend_->Expose("vol-2", VolumeMode::kBlock), "/dev/loop2");
+  EXPECT_THAT(exec_.calls(), IsEmpty());
+}
+
+// Fs that counts what it is asked under one directory (sysfs).
+class CountingFs : public PosixFs {
+ public:
+  explicit CountingFs(std::string under) : under_(std::move(under)) {}
+  StatusOr<std::string> ReadFile(const std::string& path) override {
+    if (path.starts_with(under_)) reads++;
+    return PosixFs::ReadFile(path);
+  }
+  StatusOr<std::vector<DirEntry>> ListDir(const std::string& path) override {
+    if (path.starts_with(under_)) lists++;
+    return PosixFs::ListDir(path);
+  }
+  int reads = 0;
+  int lists = 0;
+
+ private:
+  std::string under_;
+};
+
+TEST_F(FileBackendTest, AnExposeOfARememberedDeviceReadsOneFileWhateverTheNumberOfDevices) {
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
+  for (int n = 0; n < 50; ++n) AttachInSysfs(n, KernelPath(tmp_.Sub("x" + std::to_string(n))));
+  AttachInSysfs(50, KernelPath(Image("vol-1")));
+  CountingFs fs(sys_.path());
+  FileBackend b("images", tmp_.path(), exec_, fs, sys_.path());
+  EXPECT_EQ(*b.Expose("vol-1", VolumeMode::kBlock), "/dev/loop50");
+  EXPECT_EQ(fs.lists, 1) << "the first expose scans";
+  EXPECT_EQ(fs.reads, 51);
+  fs.reads = fs.lists = 0;
+  EXPECT_EQ(*b.Expose("vol-1", VolumeMode::kBlock), "/dev/loop50");
+  EXPECT_EQ(fs.lists, 0);
+  EXPECT_EQ(fs.reads, 1) << "a remembered device is checked by its backing_file alone";
+  EXPECT_THAT(exec_.calls(), IsEmpty());
+}
+
+TEST_F(FileBackendTest, ARememberedDeviceThatNowBacksAnotherFileIsNeverServed) {
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
+  AttachInSysfs(0, KernelPath(Image("vol-1")));
   EXPECT_EQ(*backend_->Expose("vol-1", VolumeMode::kBlock), "/dev/loop0");
+  // Detached and reused for another file behind the agent's back; vol-1 is
+  // on loop3 now.
+  AttachInSysfs(0, KernelPath(Image("vol-2")));
+  AttachInSysfs(3, KernelPath(Image("vol-1")));
+  EXPECT_EQ(*backend_->Expose("vol-1", VolumeMode::kBlock), "/dev/loop3");
+  // Detached, no loop/ left: nothing backs vol-1 any more.
+  DetachInSysfs(3);
+  OnLoopList(kNoLoops);
+  OnAttach(5);
+  EXPECT_EQ(*backend_->Expose("vol-1", VolumeMode::kBlock), "/dev/loop5");
+  EXPECT_THAT(exec_.CallLines(), ElementsAre(ListCmd("vol-1"), AttachCmd("vol-1")));
+}
+
+TEST_F(FileBackendTest, ADeviceWhoseImageWasUnlinkedIsNoLongerTheImages) {
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
+  AttachInSysfs(0, KernelPath(Image("vol-1")));
+  EXPECT_EQ(*backend_->Expose("vol-1", VolumeMode::kBlock), "/dev/loop0");
+  // The image was replaced (unlinked, made again): loop0 holds the old one.
+  AttachInSysfs(0, KernelPath(Image("vol-1")) + " (deleted)");
+  OnLoopList(kNoLoops);
+  OnAttach(1);
+  EXPECT_EQ(*backend_->Expose("vol-1", VolumeMode::kBlock), "/dev/loop1");
+  EXPECT_THAT(exec_.CallLines(), ElementsAre(ListCmd("vol-1"), AttachCmd("vol-1")));
+
+  // A fresh agent finds the same: the deleted one is nobody's.
+  testing::FakeExec exec;
+  FileBackend b("images", tmp_.path(), exec, fs_, sys_.path());
+  EXPECT_EQ(*b.Expose("vol-1", VolumeMode::kBlock), "/dev/loop1");
+  EXPECT_THAT(exec.calls(), IsEmpty());
+}
+
+TEST_F(FileBackendTest, APoolDirectoryBehindASymlinkIsMatchedAsTheKernelNamesIt) {
+  ASSERT_TRUE(fs_.MakeDirs(tmp_.Sub("real/pool")).ok());
+  ASSERT_TRUE(fs_.Symlink("real", tmp_.Sub("link")).ok());
+  const std::string dir = tmp_.Sub("link/./pool");
+  FileBackend b("images", dir, exec_, fs_, sys_.path());
+  ASSERT_TRUE(b.Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
+  AttachInSysfs(6, KernelPath(tmp_.Sub("real/pool/vol-1.img")));
+  ASSERT_NE(KernelPath(tmp_.Sub("real/pool/vol-1.img")), dir + "/vol-1.img");
+  EXPECT_EQ(*b.Expose("vol-1", VolumeMode::kBlock), "/dev/loop6");
+  EXPECT_THAT(exec_.calls(), IsEmpty());
+}
+
+// A device the agent's previous pod attached names its image relative to a
+// mount that went with that pod's namespace: sysfs cannot tell, losetup
+// (by inode) can, and the device is served, never doubled.
+TEST_F(FileBackendTest, ADeviceSysfsCannotNameIsFoundByInodeOnceAndThenRemembered) {
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
+  ASSERT_TRUE(backend_->Create("vol-2", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
+  AttachInSysfs(4, "/vol-1.img");
+  exec_.On({"losetup", "--list"}, [this](const Command& cmd) -> StatusOr<ExecResult> {
+    return ExecResult{0,
+                      cmd.argv.back() == Image("vol-1") ? LoopJson("/dev/loop4", "/vol-1.img")
+                                                        : std::string(kNoLoops),
+                      ""};
+  });
+  EXPECT_EQ(*backend_->Expose("vol-1", VolumeMode::kBlock), "/dev/loop4");
   EXPECT_THAT(exec_.CallLines(), ElementsAre(ListCmd("vol-1")));
+  exec_.ClearCalls();
+  EXPECT_EQ(*backend_->Expose("vol-1", VolumeMode::kBlock), "/dev/loop4");
+  EXPECT_THAT(exec_.calls(), IsEmpty());
+  // Another volume's attach rescans sysfs; loop4 is still remembered.
+  OnAttach(5);
+  EXPECT_EQ(*backend_->Expose("vol-2", VolumeMode::kBlock), "/dev/loop5");
+  exec_.ClearCalls();
+  EXPECT_EQ(*backend_->Expose("vol-1", VolumeMode::kBlock), "/dev/loop4");
+  EXPECT_THAT(exec_.calls(), IsEmpty());
+  // And an unexpose detaches it.
+  OnDetach();
+  ASSERT_TRUE(backend_->Unexpose("vol-1").ok());
+  EXPECT_THAT(exec_.CallLines(), ElementsAre("losetup --detach /dev/loop4"));
 }
 
 TEST_F(FileBackendTest, ExposeAcceptsTheSilentOutputOfOlderLosetup) {
@@ -549,6 +710,15 @@ TEST_F(FileBackendTest, ExposeAcceptsTheSilentOutputOfOlderLosetup) {
   OnLoopList("");
   exec_.OnOutput({"losetup", "--find"}, "/dev/loop1\n");
   EXPECT_EQ(*backend_->Expose("vol-1", VolumeMode::kBlock), "/dev/loop1");
+}
+
+TEST_F(FileBackendTest, ExposeNeverAttachesWhenSysfsCannotBeRead) {
+  ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
+  FileBackend b("images", tmp_.path(), exec_, fs_, sys_.Sub("missing"));
+  auto r = b.Expose("vol-1", VolumeMode::kBlock);
+  EXPECT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr(sys_.Sub("missing/block")));
+  EXPECT_THAT(exec_.calls(), IsEmpty());
 }
 
 TEST_F(FileBackendTest, ExposeNeverCreatesAndChecksTheMode) {
@@ -590,7 +760,7 @@ TEST_F(FileBackendTest, MalformedLosetupJsonIsInternal) {
     SCOPED_TRACE(bad);
     testing::FakeExec exec;
     exec.OnOutput({"losetup", "--list"}, bad);
-    FileBackend backend("images", tmp_.path(), exec, fs_);
+    FileBackend backend("images", tmp_.path(), exec, fs_, sys_.path());
     auto r = backend.Expose("vol-1", VolumeMode::kBlock);
     EXPECT_EQ(r.status().code(), Code::kInternal);
     EXPECT_THAT(r.status().message(), HasSubstr("losetup --list"));
@@ -598,20 +768,28 @@ TEST_F(FileBackendTest, MalformedLosetupJsonIsInternal) {
   }
 }
 
-TEST_F(FileBackendTest, UnexposeDetachesEveryAttachment) {
+TEST_F(FileBackendTest, UnexposeDetachesEveryDeviceOfTheImageAndForgetsThem) {
   ASSERT_TRUE(backend_->Create("vol-1", kGiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
-  const std::string two =
-      "{\n   \"loopdevices\": [\n      {\n         \"name\": \"/dev/loop0\",\n         "
-      "\"back-file\": \"" +
-      Image("vol-1") +
-      "\"\n      },\n      {\n         \"name\": \"/dev/loop2\",\n         \"back-file\": \"" +
-      Image("vol-1") + "\"\n      }\n   ]\n}\n";
-  OnLoopList(two);
-  exec_.OnOutput({"losetup", "--detach"}, "");
+  AttachInSysfs(0, KernelPath(Image("vol-1")));
+  AttachInSysfs(1, KernelPath(Image("vol-2")));
+  AttachInSysfs(2, KernelPath(Image("vol-1")));
+  AttachInSysfs(3, KernelPath(Image("vol-1")) + " (deleted)");
+  EXPECT_EQ(*backend_->Expose("vol-1", VolumeMode::kBlock), "/dev/loop0");
+  OnDetach();
   ASSERT_TRUE(backend_->Unexpose("vol-1").ok());
-  EXPECT_THAT(exec_.CallLines(), ElementsAre(ListCmd("vol-1"), "losetup --detach /dev/loop0",
-                                             "losetup --detach /dev/loop2"));
+  EXPECT_THAT(exec_.CallLines(),
+              ElementsAre("losetup --detach /dev/loop0", "losetup --detach /dev/loop2"));
   EXPECT_TRUE(fs_.Exists(Image("vol-1")));
+  EXPECT_TRUE(fs_.Exists(sys_.Sub("block/loop1/loop/backing_file")));
+
+  // The next expose attaches anew, even where loop0 came back for another
+  // file.
+  AttachInSysfs(0, KernelPath(Image("vol-2")));
+  exec_.ClearCalls();
+  OnLoopList(kNoLoops);
+  OnAttach(7);
+  EXPECT_EQ(*backend_->Expose("vol-1", VolumeMode::kBlock), "/dev/loop7");
+  EXPECT_THAT(exec_.CallLines(), ElementsAre(ListCmd("vol-1"), AttachCmd("vol-1")));
 
   exec_.ClearCalls();
   EXPECT_TRUE(backend_->Unexpose("nope").ok());
@@ -623,7 +801,14 @@ TEST_F(FileBackendTest, RealLoopDeviceAttachReuseGrowDetach) {
   if (geteuid() != 0 || access("/dev/loop-control", F_OK) != 0) {
     GTEST_SKIP() << "needs root and /dev/loop-control";
   }
-  SystemExec exec;
+  // The real losetup, counted.
+  struct CountingExec : public SystemExec {
+    StatusOr<ExecResult> Run(const Command& cmd) override {
+      runs++;
+      return SystemExec::Run(cmd);
+    }
+    int runs = 0;
+  } exec;
   auto backend = std::make_unique<FileBackend>("images", tmp_.path(), exec, fs_);
   ASSERT_TRUE(
       backend->Create("real", 64 * kMiB, VolumeMode::kBlock, {}, kOwner, std::nullopt).ok());
@@ -635,9 +820,15 @@ TEST_F(FileBackendTest, RealLoopDeviceAttachReuseGrowDetach) {
   auto dev = backend->Expose("real", VolumeMode::kBlock);
   ASSERT_TRUE(dev.ok()) << dev.status().ToString();
   EXPECT_THAT(*dev, ::testing::StartsWith("/dev/loop"));
+  exec.runs = 0;
   auto again = backend->Expose("real", VolumeMode::kBlock);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(*again, *dev);
+  EXPECT_EQ(exec.runs, 0) << "the kernel's backing_file names the image";
+  // A new agent finds it by a scan of the real sysfs.
+  FileBackend fresh("images", tmp_.path(), exec, fs_);
+  EXPECT_EQ(*fresh.Expose("real", VolumeMode::kBlock), *dev);
+  EXPECT_EQ(exec.runs, 0);
 
   ASSERT_TRUE(backend->Expand("real", 128 * kMiB, kOwner).ok());
   std::ifstream sectors("/sys/block/" + dev->substr(5) + "/size");
