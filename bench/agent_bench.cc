@@ -1,10 +1,18 @@
-// ApplyExport latency and ListExports cost for 1, 100 and 1,000 exports on
-// one agent (real agent code on the configfs simulator, see bench_agent.h).
+// The agent's cost per export (issue 26): ApplyExport converged (a no-op)
+// and changed (an ACL move), for NVMe-oF/TCP (nvmet) and iSCSI (LIO), with
+// 1 to 10,000 exports beside it; a rebuild of every export after the target
+// lost its tree, one call per volume and one ApplyExports batch; and the
+// ListExports listing. Real agent code on the configfs simulator, see
+// bench_agent.h. Each figure is split: `fs_us` is the CPU time per call
+// inside file system calls (the simulator and the kernel's system calls under
+// it), `own_us` the rest, the agent's own; `fs_calls` counts those calls;
+// a converged apply also reports the writes and processes it made (none).
 #include <benchmark/benchmark.h>
 
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <utility>
 
 #include "bench_agent.h"
 #include "common/log.h"
@@ -15,37 +23,53 @@ namespace {
 
 namespace agent_api = controller::agent_api;
 
-constexpr const char* kHostA =
+constexpr const char* kNvmeHostA =
     "nqn.2014-08.org.nvmexpress:uuid:11111111-2222-4333-8444-555555555555";
-constexpr const char* kHostB =
+constexpr const char* kNvmeHostB =
     "nqn.2014-08.org.nvmexpress:uuid:aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee";
+constexpr const char* kIscsiHostA = "iqn.2026-12.org.example:consumer-a";
+constexpr const char* kIscsiHostB = "iqn.2026-12.org.example:consumer-b";
+
+Protocol ProtocolArg(int64_t arg) { return arg == 0 ? Protocol::kNvmeofTcp : Protocol::kIscsi; }
+
+const char* Host(Protocol p, bool b) {
+  if (p == Protocol::kNvmeofTcp) return b ? kNvmeHostB : kNvmeHostA;
+  return b ? kIscsiHostB : kIscsiHostA;
+}
 
 struct Fixture {
   std::string dir;
+  Protocol protocol = Protocol::kNvmeofTcp;
   std::unique_ptr<BenchAgent> agent;
   std::unique_ptr<InProcessAgentClient> client;
   std::vector<std::string> uids;
-  int64_t generation = 1;
+  int64_t generation = 1;  // of vol-0, the one the benchmarks move
 };
 
-agent_api::ApplyExportRequest Request(const std::string& id, const std::string& uid, int64_t gen,
-                                      const char* host) {
+std::string VolumeId(int i) { return "demo/vol-" + std::to_string(i); }
+
+agent_api::ApplyExportRequest Request(const Fixture& f, int i, int64_t gen,
+                                      std::vector<std::string> hosts) {
   agent_api::ApplyExportRequest req;
-  req.agent_volume_id = id;
-  req.protocol = Protocol::kNvmeofTcp;
+  req.agent_volume_id = VolumeId(i);
+  req.protocol = f.protocol;
   req.spec.bind_address = "10.99.0.1";
-  req.spec.port = 4420;
+  req.spec.port = f.protocol == Protocol::kNvmeofTcp ? 4420 : 3260;
   req.spec.acl_enabled = true;
-  req.fence = {uid, gen};
-  req.allowed_hosts = {host};
+  req.fence = {f.uids[static_cast<size_t>(i)], gen};
+  req.allowed_hosts = std::move(hosts);
   return req;
 }
 
-Fixture& Get(int n) {
-  static std::map<int, std::unique_ptr<Fixture>> fixtures;
-  auto& f = fixtures[n];
+// vol-0, the one the benchmarks call, is exported to host A; every other
+// volume to hosts A and B, so moving vol-0 between them never retires a
+// host (the one change that reads every subsystem, see NvmetExporter).
+Fixture& Get(int n, Protocol protocol) {
+  static std::map<std::pair<int, Protocol>, std::unique_ptr<Fixture>> fixtures;
+  auto& f = fixtures[{n, protocol}];
   if (f) return *f;
   f = std::make_unique<Fixture>();
+  f->protocol = protocol;
   f->dir = BenchDir("agent" + std::to_string(n));
   f->agent = std::make_unique<BenchAgent>(f->dir);
   f->client = std::make_unique<InProcessAgentClient>(*f->agent);
@@ -58,31 +82,65 @@ Fixture& Get(int n) {
     c.mode = agent_api::VolumeMode::kBlock;
     c.volume_uid = uid;
     if (!f->client->CreateVolume(c).ok()) std::abort();
-    if (!f->client->ApplyExport(Request("demo/vol-" + std::to_string(i), uid, 1, kHostA)).ok()) {
+    f->uids.push_back(uid);
+    std::vector<std::string> hosts = {Host(protocol, false)};
+    if (i > 0) hosts.push_back(Host(protocol, true));
+    auto r = f->client->ApplyExport(Request(*f, i, 1, hosts));
+    if (!r.ok()) {
+      std::fprintf(stderr, "setup: %s\n", r.status().ToString().c_str());
       std::abort();
     }
-    f->uids.push_back(uid);
   }
   return *f;
 }
 
+// CPU time of this thread, to split a measured stretch from the paused ones.
+int64_t ThreadNanos() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+// Adds the split counters for `units` measured operations (calls or exports).
+void Split(benchmark::State& state, TimedFs& fs, int64_t cpu_nanos, int64_t units) {
+  double n = static_cast<double>(units);
+  state.counters["fs_us"] = static_cast<double>(fs.nanos()) / 1000.0 / n;
+  state.counters["own_us"] = static_cast<double>(cpu_nanos - fs.nanos()) / 1000.0 / n;
+  state.counters["fs_calls"] = static_cast<double>(fs.calls()) / n;
+}
+
 void BM_ApplyExportConverged(benchmark::State& state) {
-  Fixture& f = Get(static_cast<int>(state.range(0)));
-  auto req = Request("demo/vol-0", f.uids[0], f.generation, kHostA);
+  Fixture& f = Get(static_cast<int>(state.range(0)), ProtocolArg(state.range(1)));
+  auto req = Request(f, 0, f.generation, {Host(f.protocol, f.generation % 2 == 0)});
+  if (!f.client->ApplyExport(req).ok()) state.SkipWithError("first apply failed");
+  TimedFs& fs = f.agent->timed;
+  fs.Reset();
+  f.agent->exec.ResetRuns();
+  int64_t start = ThreadNanos();
   for (auto _ : state) {
     auto r = f.client->ApplyExport(req);
-    if (!r.ok() || !r->changes.empty()) state.SkipWithError("converged apply changed something");
+    if (!r.ok() || !r->changes.empty()) {
+      state.SkipWithError("converged apply changed something");
+      break;
+    }
   }
+  Split(state, fs, ThreadNanos() - start, state.iterations());
+  // A no-op writes nothing and starts no process.
+  state.counters["writes"] = static_cast<double>(fs.mutations()) / state.iterations();
+  state.counters["processes"] = static_cast<double>(f.agent->exec.runs()) / state.iterations();
 }
 
 void BM_ApplyExportAclChange(benchmark::State& state) {
-  Fixture& f = Get(static_cast<int>(state.range(0)));
+  Fixture& f = Get(static_cast<int>(state.range(0)), ProtocolArg(state.range(1)));
+  TimedFs& fs = f.agent->timed;
+  fs.Reset();
+  int64_t start = ThreadNanos();
   for (auto _ : state) {
     // The generation's parity picks the host, so every call is a real change
     // even across the framework's repeated runs of this function.
     ++f.generation;
     auto r = f.client->ApplyExport(
-        Request("demo/vol-0", f.uids[0], f.generation, f.generation % 2 == 0 ? kHostB : kHostA));
+        Request(f, 0, f.generation, {Host(f.protocol, f.generation % 2 == 0)}));
     if (!r.ok()) {
       state.SkipWithError(r.status().ToString().c_str());
       break;
@@ -92,10 +150,67 @@ void BM_ApplyExportAclChange(benchmark::State& state) {
       break;
     }
   }
+  Split(state, fs, ThreadNanos() - start, state.iterations());
+}
+
+// The target lost its whole tree (module reload, reboot): every export is
+// applied again, one ApplyExport per volume (range 1 = 0) or all of them in
+// one ApplyExports (range 1 = 1). Figures are per export.
+void BM_RebuildAfterWipe(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  const bool batch = state.range(1) == 1;
+  Fixture& f = Get(n, Protocol::kNvmeofTcp);
+  TimedFs& fs = f.agent->timed;
+  std::vector<agent_api::ApplyExportRequest> reqs;
+  for (int i = 0; i < n; ++i) {
+    std::vector<std::string> hosts = {Host(f.protocol, i == 0 && f.generation % 2 == 0)};
+    if (i > 0) hosts.push_back(Host(f.protocol, true));
+    reqs.push_back(Request(f, i, i == 0 ? f.generation : 1, hosts));
+  }
+  int64_t cpu = 0;
+  int64_t fs_nanos = 0, fs_calls = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    if (!f.agent->sim.UnloadNvmet().ok() || !f.agent->sim.LoadNvmet().ok()) {
+      state.SkipWithError("reload failed");
+      break;
+    }
+    fs.Reset();
+    int64_t start = ThreadNanos();
+    state.ResumeTiming();
+    bool failed = false;
+    if (batch) {
+      auto r = f.client->ApplyExports(reqs);
+      failed = !r.ok() || r->size() != reqs.size();
+      for (size_t i = 0; !failed && i < r->size(); ++i) {
+        failed = !(*r)[i].status.ok() || (*r)[i].result.changes.empty();
+      }
+    } else {
+      for (const auto& req : reqs) {
+        auto r = f.client->ApplyExport(req);
+        if (!r.ok() || r->changes.empty()) failed = true;
+      }
+    }
+    state.PauseTiming();
+    cpu += ThreadNanos() - start;
+    fs_nanos += fs.nanos();
+    fs_calls += fs.calls();
+    state.ResumeTiming();
+    if (failed) {
+      state.SkipWithError("an export was not rebuilt");
+      break;
+    }
+  }
+  double exports = static_cast<double>(state.iterations()) * n;
+  state.counters["cpu_us_per_export"] = static_cast<double>(cpu) / 1000.0 / exports;
+  state.counters["fs_us"] = static_cast<double>(fs_nanos) / 1000.0 / exports;
+  state.counters["own_us"] = static_cast<double>(cpu - fs_nanos) / 1000.0 / exports;
+  state.counters["fs_calls"] = static_cast<double>(fs_calls) / exports;
+  state.SetItemsProcessed(state.iterations() * n);
 }
 
 void BM_ListExports(benchmark::State& state) {
-  Fixture& f = Get(static_cast<int>(state.range(0)));
+  Fixture& f = Get(static_cast<int>(state.range(0)), Protocol::kNvmeofTcp);
   for (auto _ : state) {
     auto r = f.client->ListExports();
     if (!r.ok() || static_cast<int64_t>(r->size()) != state.range(0))
@@ -104,8 +219,25 @@ void BM_ListExports(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * state.range(0));
 }
 
-BENCHMARK(BM_ApplyExportConverged)->Arg(1)->Arg(100)->Arg(1000)->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_ApplyExportAclChange)->Arg(1)->Arg(100)->Arg(1000)->Unit(benchmark::kMicrosecond);
+void Sizes(benchmark::internal::Benchmark* b) {
+  for (int64_t protocol : {0, 1}) {
+    for (int64_t n : {1, 100, 1000, 10000}) b->Args({n, protocol});
+  }
+}
+
+BENCHMARK(BM_ApplyExportConverged)
+    ->Apply(Sizes)
+    ->ArgNames({"exports", "iscsi"})
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_ApplyExportAclChange)
+    ->Apply(Sizes)
+    ->ArgNames({"exports", "iscsi"})
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_RebuildAfterWipe)
+    ->ArgsProduct({{100, 1000, 10000}, {0, 1}})
+    ->ArgNames({"exports", "batch"})
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3);
 BENCHMARK(BM_ListExports)->Arg(1)->Arg(100)->Arg(1000)->Unit(benchmark::kMillisecond);
 
 }  // namespace

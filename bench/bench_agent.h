@@ -22,6 +22,7 @@
 #include "agent/agent_core.h"
 #include "agent/agent_service.h"
 #include "agent/backends/file_backend.h"
+#include "agent/exporters/lio_exporter.h"
 #include "agent/exporters/nvmet_exporter.h"
 #include "agent/fencing/fencing_marks.h"
 #include "common/clock.h"
@@ -31,6 +32,7 @@
 #include "controller/agent_api.h"
 #include "controller/agent_proto.h"
 #include "testing/configfs_sim.h"
+#include "timed_fs.h"
 
 namespace pillar::bench {
 
@@ -96,20 +98,40 @@ class LoopTableExec : public Exec {
   int next_ = 0;
 };
 
+// Counts the processes an agent starts (through `inner`).
+class CountingExec : public Exec {
+ public:
+  explicit CountingExec(Exec& inner) : inner_(inner) {}
+  StatusOr<ExecResult> Run(const Command& cmd) override {
+    ++runs_;
+    return inner_.Run(cmd);
+  }
+  int64_t runs() const { return runs_; }
+  void ResetRuns() { runs_ = 0; }
+
+ private:
+  Exec& inner_;
+  std::atomic<int64_t> runs_{0};
+};
+
+// Every file system call of the agent (configfs, the pool, the fencing
+// marks) goes through `timed`, so a benchmark can tell its cost apart.
 struct BenchAgent {
   explicit BenchAgent(const std::string& dir, const std::string& name = "storage-1")
-      : root(dir), sim(dir + "/configfs"), marks(fs, clock, dir + "/generations") {
+      : root(dir), sim(dir + "/configfs"), timed(sim), marks(timed, clock, dir + "/generations") {
     std::filesystem::create_directories(dir + "/configfs");
     std::filesystem::create_directories(dir + "/generations");
     std::filesystem::create_directories(dir + "/pool");
     (void)sim.LoadNvmet();
+    (void)sim.LoadLio();
     agent::AgentCoreOptions opts;
     opts.node_name = name;
     opts.load_target = [this](Protocol p) { return sim.LoadTarget(p); };
     core = std::make_unique<agent::AgentCore>(opts, marks);
-    core->AddPool(std::make_unique<agent::FileBackend>("demo", dir + "/pool", exec, fs,
-                                                       exec.ServeSysfs(dir + "/sys")));
-    core->AddExporter(std::make_unique<agent::NvmetExporter>(sim, dir + "/configfs"));
+    core->AddPool(std::make_unique<agent::FileBackend>("demo", dir + "/pool", exec, timed,
+                                                       loops.ServeSysfs(dir + "/sys")));
+    core->AddExporter(std::make_unique<agent::NvmetExporter>(timed, dir + "/configfs"));
+    core->AddExporter(std::make_unique<agent::LioExporter>(timed, dir + "/configfs"));
     core->CheckTargetState();
     service = std::make_unique<agent::AgentService>(*core);
   }
@@ -117,8 +139,10 @@ struct BenchAgent {
   std::string root;
   PosixFs fs;
   SystemClock clock;
-  LoopTableExec exec;
+  LoopTableExec loops;
+  CountingExec exec{loops};
   pillar::testing::ConfigfsSim sim;
+  TimedFs timed;
   agent::FencingMarks marks;
   std::unique_ptr<agent::AgentCore> core;
   std::unique_ptr<agent::AgentService> service;
@@ -157,6 +181,12 @@ class InProcessAgentClient : public controller::AgentClient {
   StatusOr<controller::agent_api::ApplyExportResult> ApplyExport(
       const controller::agent_api::ApplyExportRequest& r) override {
     return Answer<v1::ApplyExportResponse>(&S::ApplyExport, controller::ToProto(r));
+  }
+  StatusOr<std::vector<controller::agent_api::ApplyExportItem>> ApplyExports(
+      const std::vector<controller::agent_api::ApplyExportRequest>& rs) override {
+    ASSIGN_OR_RETURN(auto resp,
+                     Call<v1::ApplyExportsResponse>(&S::ApplyExports, controller::ToProto(rs)));
+    return controller::FromProto(resp, rs.size());
   }
   StatusOr<controller::agent_api::Export> GetExport(const std::string& agent_volume_id,
                                                     Protocol protocol) override {

@@ -410,8 +410,8 @@ StatusOr<Credentials> AgentCore::ResolveCredentials(const std::string& agent_vol
   return *kept;
 }
 
-StatusOr<ExportReport> AgentCore::ApplyExport(const ApplyExportRequest& req,
-                                              std::vector<std::string>* changes) {
+Status AgentCore::ApplyExportOnly(const ApplyExportRequest& req,
+                                  std::vector<std::string>* changes) {
   ASSIGN_OR_RETURN(Split split, SplitId(req.agent_volume_id));
   RETURN_IF_ERROR(ValidateFence(req.fence));
   RETURN_IF_ERROR(ValidateParams(req.protocol, req.params));
@@ -426,12 +426,23 @@ StatusOr<ExportReport> AgentCore::ApplyExport(const ApplyExportRequest& req,
                            req.allowed_hosts, std::move(creds), changes);
 }
 
-StatusOr<ExportReport> AgentCore::ApplyExportLocked(const std::string& agent_volume_id,
-                                                    Protocol protocol, const ExportParams& params,
-                                                    const FenceToken& fence,
-                                                    const std::vector<std::string>& allowed_hosts,
-                                                    Credentials creds,
-                                                    std::vector<std::string>* changes) {
+StatusOr<ExportReport> AgentCore::ApplyExport(const ApplyExportRequest& req,
+                                              std::vector<std::string>* changes) {
+  RETURN_IF_ERROR(ApplyExportOnly(req, changes));
+  return ReadBack(req.agent_volume_id, req.protocol);
+}
+
+StatusOr<ExportReport> AgentCore::ReadBack(const std::string& agent_volume_id, Protocol protocol) {
+  ASSIGN_OR_RETURN(Exporter * exporter, FindExporter(protocol));
+  ASSIGN_OR_RETURN(auto actual, exporter->Get(agent_volume_id));
+  if (!actual) return Internal("export " + agent_volume_id + " vanished right after apply");
+  return Describe(protocol, std::move(*actual));
+}
+
+Status AgentCore::ApplyExportLocked(const std::string& agent_volume_id, Protocol protocol,
+                                    const ExportParams& params, const FenceToken& fence,
+                                    const std::vector<std::string>& allowed_hosts,
+                                    Credentials creds, std::vector<std::string>* changes) {
   ASSIGN_OR_RETURN(Split split, SplitId(agent_volume_id));
   ASSIGN_OR_RETURN(Backend * backend, FindPool(split.pool));
   ASSIGN_OR_RETURN(Exporter * exporter, FindExporter(protocol));
@@ -502,9 +513,27 @@ StatusOr<ExportReport> AgentCore::ApplyExportLocked(const std::string& agent_vol
     std::lock_guard<std::mutex> lock(applied_mu_);
     applied_[agent_volume_id] = AppliedExport{protocol, params, fence, allowed_hosts};
   }
-  ASSIGN_OR_RETURN(auto actual, exporter->Get(agent_volume_id));
-  if (!actual) return Internal("export " + agent_volume_id + " vanished right after apply");
-  return Describe(protocol, std::move(*actual));
+  return Status::Ok();
+}
+
+std::vector<ApplyExportOutcome> AgentCore::ApplyExports(
+    const std::vector<ApplyExportRequest>& reqs) {
+  std::vector<ApplyExportOutcome> out(reqs.size());
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    out[i].status = ApplyExportOnly(reqs[i], &out[i].changes);
+  }
+  // Read back once all are applied: an exporter that reads its whole table
+  // to answer (exportfs -v) reads it once for the batch, not once per item.
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    if (!out[i].status.ok()) continue;
+    auto r = ReadBack(reqs[i].agent_volume_id, reqs[i].protocol);
+    if (r.ok()) {
+      out[i].report = std::move(*r);
+    } else {
+      out[i].status = r.status();
+    }
+  }
+  return out;
 }
 
 int AgentCore::RepairExports(Protocol protocol) {
@@ -531,11 +560,11 @@ int AgentCore::RepairExports(Protocol protocol) {
       if (it == applied_.end() || !(it->second == a)) continue;
     }
     std::vector<std::string> changes;
-    auto r =
+    Status r =
         ApplyExportLocked(id, protocol, a.params, a.fence, a.hosts, std::move(*creds), &changes);
     if (!r.ok()) {
       // A fenced generation (ABORTED) ends here too: nothing is applied.
-      log::Warn("export not repaired", {{"volume", id}, {"error", r.status().ToString()}});
+      log::Warn("export not repaired", {{"volume", id}, {"error", r.ToString()}});
       continue;
     }
     if (!changes.empty()) ++repaired;

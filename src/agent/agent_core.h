@@ -100,6 +100,13 @@ struct ExportReport {
   std::optional<FenceToken> fence;
 };
 
+// One item's outcome in ApplyExports: what ApplyExport would have answered.
+struct ApplyExportOutcome {
+  Status status;
+  std::optional<ExportReport> report;  // set when status is OK
+  std::vector<std::string> changes;    // each kernel change made, in order
+};
+
 struct AgentInfo {
   std::string node_name;
   std::string version;
@@ -157,6 +164,10 @@ class AgentCore {
   // What it changed is appended to `changes` (may be null).
   StatusOr<ExportReport> ApplyExport(const ApplyExportRequest& req,
                                      std::vector<std::string>* changes);
+  // ApplyExport for many volumes (a rebuild, one controller pass): each item
+  // validated, fenced and applied on its own, in order; one refused or failed
+  // item stops none of the others. One outcome per item.
+  std::vector<ApplyExportOutcome> ApplyExports(const std::vector<ApplyExportRequest>& reqs);
   StatusOr<ExportReport> GetExport(const std::string& agent_volume_id, Protocol protocol);
   StatusOr<std::vector<ExportReport>> ListExports();
   Status UnexportVolume(const std::string& agent_volume_id, Protocol protocol,
@@ -188,11 +199,15 @@ class AgentCore {
   StatusOr<Exporter*> FindExporter(Protocol protocol);
   Status EnsureTargetLoaded(Exporter& exporter);
   StatusOr<ExportReport> Describe(Protocol protocol, ActualExport actual);
+  // ApplyExport without its read-back: validation, the volume's lock, the apply.
+  Status ApplyExportOnly(const ApplyExportRequest& req, std::vector<std::string>* changes);
+  // What the kernel has for a volume just applied.
+  StatusOr<ExportReport> ReadBack(const std::string& agent_volume_id, Protocol protocol);
   // ApplyExport after validation, with the volume's lock held.
-  StatusOr<ExportReport> ApplyExportLocked(const std::string& agent_volume_id, Protocol protocol,
-                                           const ExportParams& params, const FenceToken& fence,
-                                           const std::vector<std::string>& allowed_hosts,
-                                           Credentials creds, std::vector<std::string>* changes);
+  Status ApplyExportLocked(const std::string& agent_volume_id, Protocol protocol,
+                           const ExportParams& params, const FenceToken& fence,
+                           const std::vector<std::string>& allowed_hosts, Credentials creds,
+                           std::vector<std::string>* changes);
   Status ValidateHosts(Protocol protocol, const std::vector<std::string>& hosts);
   // The credentials an auth=chap export is to use (see ApplyExport); checks
   // only, writes nothing.

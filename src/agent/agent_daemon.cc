@@ -89,7 +89,8 @@ std::unique_ptr<Exporter> MakeExporter(Protocol protocol, const AgentDaemonOptio
     case Protocol::kIscsi:
       return std::make_unique<LioExporter>(configfs, options.configfs_root, options.iqn_prefix);
     case Protocol::kNfs:
-      return std::make_unique<NfsExporter>(exec, fs, options.exports_dir, options.nfsd_proc);
+      return std::make_unique<NfsExporter>(exec, fs, options.exports_dir, options.nfsd_proc,
+                                           "/proc/self/mountinfo", options.nfs_etab);
   }
   return nullptr;
 }
@@ -139,7 +140,8 @@ void AddAgentFlags(CLI::App& app, AgentDaemonOptions& o) {
   app.add_option("--exports-dir", o.exports_dir, "exports.d directory for knfsd");
   app.add_option("--nfsd-proc", o.nfsd_proc, "nfsd's proc directory");
   app.add_option("--nfs-etab", o.nfs_etab,
-                 "knfsd's export table, watched to repair a wiped export at once");
+                 "knfsd's export table, watched to repair a wiped export at once; while it is "
+                 "unchanged, the table read last is reused (no exportfs -v)");
   app.add_option("--nfs-etab-debounce-ms", o.nfs_etab_debounce_ms,
                  "quiet time after the export table's last change before the repair")
       ->check(CLI::Range(0, 10000));

@@ -90,6 +90,29 @@ grpc::Status Reply(grpc::ServerContext* ctx, const Status& s) {
   return ToGrpc(s);
 }
 
+// ApplyExport's request as the core takes it; INVALID_ARGUMENT names the field.
+StatusOr<ApplyExportRequest> ApplyFromProto(const v1::ApplyExportRequest& req) {
+  ASSIGN_OR_RETURN(Protocol protocol, pillar::FromProto("protocol", req.protocol()));
+  if (!req.has_spec()) return InvalidArgument("spec is required");
+  if (!req.has_fence()) return InvalidArgument("fence is required");
+  ApplyExportRequest apply;
+  apply.agent_volume_id = req.agent_volume_id();
+  apply.protocol = protocol;
+  apply.params = ExportParams{req.spec().bind_address(), req.spec().port(),
+                              req.spec().acl_enabled(), req.spec().in_capsule_data_size()};
+  apply.params.auth = req.spec().auth().empty() ? kAuthNone : req.spec().auth();
+  apply.params.auth_digest = req.spec().auth_digest();
+  apply.params.root_squash = !req.spec().nfs_no_root_squash();
+  if (req.has_credentials()) {
+    const auto& c = req.credentials();
+    apply.credentials =
+        Credentials{c.username(), c.secret(), c.mutual_username(), c.mutual_secret()};
+  }
+  apply.fence = FenceFromProto(req.fence());
+  apply.allowed_hosts.assign(req.allowed_hosts().begin(), req.allowed_hosts().end());
+  return apply;
+}
+
 }  // namespace
 
 grpc::Status AgentService::GetInfo(grpc::ServerContext* /*ctx*/, const v1::GetInfoRequest* /*req*/,
@@ -163,30 +186,50 @@ grpc::Status AgentService::GetCapacity(grpc::ServerContext* ctx, const v1::GetCa
 
 grpc::Status AgentService::ApplyExport(grpc::ServerContext* ctx, const v1::ApplyExportRequest* req,
                                        v1::ApplyExportResponse* resp) {
-  auto protocol = pillar::FromProto("protocol", req->protocol());
-  if (!protocol.ok()) return Reply(ctx, protocol.status());
-  if (!req->has_spec()) return Reply(ctx, InvalidArgument("spec is required"));
-  if (!req->has_fence()) return Reply(ctx, InvalidArgument("fence is required"));
-  ApplyExportRequest apply;
-  apply.agent_volume_id = req->agent_volume_id();
-  apply.protocol = *protocol;
-  apply.params = ExportParams{req->spec().bind_address(), req->spec().port(),
-                              req->spec().acl_enabled(), req->spec().in_capsule_data_size()};
-  apply.params.auth = req->spec().auth().empty() ? kAuthNone : req->spec().auth();
-  apply.params.auth_digest = req->spec().auth_digest();
-  apply.params.root_squash = !req->spec().nfs_no_root_squash();
-  if (req->has_credentials()) {
-    const auto& c = req->credentials();
-    apply.credentials =
-        Credentials{c.username(), c.secret(), c.mutual_username(), c.mutual_secret()};
-  }
-  apply.fence = FenceFromProto(req->fence());
-  apply.allowed_hosts.assign(req->allowed_hosts().begin(), req->allowed_hosts().end());
+  auto apply = ApplyFromProto(*req);
+  if (!apply.ok()) return Reply(ctx, apply.status());
   std::vector<std::string> changes;
-  auto exp = core_.ApplyExport(apply, &changes);
+  auto exp = core_.ApplyExport(*apply, &changes);
   if (!exp.ok()) return Reply(ctx, exp.status());
   FillExport(*exp, resp->mutable_export_());
   for (auto& c : changes) resp->add_changes(std::move(c));
+  return grpc::Status::OK;
+}
+
+grpc::Status AgentService::ApplyExports(grpc::ServerContext* ctx,
+                                        const v1::ApplyExportsRequest* req,
+                                        v1::ApplyExportsResponse* resp) {
+  if (req->exports_size() > kMaxApplyExports) {
+    return Reply(
+        ctx, InvalidArgument("exports has " + std::to_string(req->exports_size()) +
+                             " items; at most " + std::to_string(kMaxApplyExports) + " per call"));
+  }
+  // A malformed item answers for itself; the others are still applied.
+  std::vector<ApplyExportRequest> items;
+  std::vector<int> item_of;  // index into items per request item, -1 when malformed
+  std::vector<Status> malformed(req->exports_size());
+  for (int i = 0; i < req->exports_size(); ++i) {
+    auto apply = ApplyFromProto(req->exports(i));
+    if (!apply.ok()) {
+      malformed[i] = apply.status().Annotate("exports[" + std::to_string(i) + "]");
+      item_of.push_back(-1);
+      continue;
+    }
+    item_of.push_back(static_cast<int>(items.size()));
+    items.push_back(std::move(*apply));
+  }
+  auto outcomes = core_.ApplyExports(items);
+  for (int i = 0; i < req->exports_size(); ++i) {
+    v1::ApplyExportResult* r = resp->add_results();
+    r->set_agent_volume_id(req->exports(i).agent_volume_id());
+    Status status = item_of[i] < 0 ? malformed[i] : outcomes[item_of[i]].status;
+    r->set_code(static_cast<int32_t>(status.code()));
+    r->set_message(status.message());
+    if (item_of[i] < 0) continue;
+    ApplyExportOutcome& o = outcomes[item_of[i]];
+    if (o.report) FillExport(*o.report, r->mutable_export_());
+    for (auto& c : o.changes) r->add_changes(std::move(c));
+  }
   return grpc::Status::OK;
 }
 

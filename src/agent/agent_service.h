@@ -25,6 +25,8 @@ class AgentService final : public pillar::agent::v1::Agent::Service {
                            v1::GetCapacityResponse* resp) override;
   grpc::Status ApplyExport(grpc::ServerContext* ctx, const v1::ApplyExportRequest* req,
                            v1::ApplyExportResponse* resp) override;
+  grpc::Status ApplyExports(grpc::ServerContext* ctx, const v1::ApplyExportsRequest* req,
+                            v1::ApplyExportsResponse* resp) override;
   grpc::Status GetExport(grpc::ServerContext* ctx, const v1::GetExportRequest* req,
                          v1::GetExportResponse* resp) override;
   grpc::Status ListExports(grpc::ServerContext* ctx, const v1::ListExportsRequest* req,
@@ -37,6 +39,9 @@ class AgentService final : public pillar::agent::v1::Agent::Service {
                               v1::DeleteSnapshotResponse* resp) override;
   grpc::Status ListSnapshots(grpc::ServerContext* ctx, const v1::ListSnapshotsRequest* req,
                              v1::ListSnapshotsResponse* resp) override;
+
+  // The most items one ApplyExports carries (about 3 MB of requests).
+  static constexpr int kMaxApplyExports = 10000;
 
  private:
   AgentCore& core_;

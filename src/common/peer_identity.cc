@@ -119,6 +119,7 @@ RpcPolicy AgentRpcPolicy() {
                                                 {svc + "ListVolumes", readers},
                                                 {svc + "GetCapacity", readers},
                                                 {svc + "ApplyExport", controller},
+                                                {svc + "ApplyExports", controller},
                                                 {svc + "GetExport", readers},
                                                 {svc + "ListExports", readers},
                                                 {svc + "UnexportVolume", controller},

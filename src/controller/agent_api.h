@@ -173,6 +173,12 @@ struct ApplyExportResult {
   bool operator==(const ApplyExportResult&) const = default;
 };
 
+// One item of ApplyExports: its own outcome, as ApplyExport's would be.
+struct ApplyExportItem {
+  Status status;
+  ApplyExportResult result;  // when status is OK
+};
+
 struct Snapshot {
   std::string agent_snapshot_id;  // "<pool>/<snapshot>"
   std::string pool;
@@ -230,6 +236,19 @@ class AgentClient {
   virtual StatusOr<std::vector<agent_api::Pool>> GetCapacity(const std::string& pool) = 0;
   virtual StatusOr<agent_api::ApplyExportResult> ApplyExport(
       const agent_api::ApplyExportRequest& r) = 0;
+  // Many exports in one call, one outcome per request in order (each fenced
+  // and failing on its own); the call's own status is the transport's. This
+  // default makes one ApplyExport per item, for clients without a batch.
+  virtual StatusOr<std::vector<agent_api::ApplyExportItem>> ApplyExports(
+      const std::vector<agent_api::ApplyExportRequest>& rs) {
+    std::vector<agent_api::ApplyExportItem> out;
+    for (const auto& r : rs) {
+      auto one = ApplyExport(r);
+      out.push_back(one.ok() ? agent_api::ApplyExportItem{Status::Ok(), std::move(*one)}
+                             : agent_api::ApplyExportItem{one.status(), {}});
+    }
+    return out;
+  }
   // NOT_FOUND when the volume has no export of `protocol`.
   virtual StatusOr<agent_api::Export> GetExport(const std::string& agent_volume_id,
                                                 Protocol protocol) = 0;

@@ -43,6 +43,12 @@ class GrpcAgentClient : public AgentClient {
       const agent_api::ApplyExportRequest& r) override {
     return Answer<av1::ApplyExportResponse>(&av1::Agent::Stub::ApplyExport, ToProto(r));
   }
+  StatusOr<std::vector<agent_api::ApplyExportItem>> ApplyExports(
+      const std::vector<agent_api::ApplyExportRequest>& rs) override {
+    ASSIGN_OR_RETURN(auto resp,
+                     Call<av1::ApplyExportsResponse>(&av1::Agent::Stub::ApplyExports, ToProto(rs)));
+    return FromProto(resp, rs.size());
+  }
   StatusOr<agent_api::Export> GetExport(const std::string& agent_volume_id,
                                         Protocol protocol) override {
     ASSIGN_OR_RETURN(

@@ -244,6 +244,35 @@ agent_api::ApplyExportResult FromProto(const av1::ApplyExportResponse& m) {
   return {FromProto(m.export_()), {m.changes().begin(), m.changes().end()}};
 }
 
+av1::ApplyExportsRequest ToProto(const std::vector<agent_api::ApplyExportRequest>& rs) {
+  av1::ApplyExportsRequest m;
+  for (const auto& r : rs) *m.add_exports() = ToProto(r);
+  return m;
+}
+
+StatusOr<std::vector<agent_api::ApplyExportItem>> FromProto(const av1::ApplyExportsResponse& m,
+                                                            size_t asked) {
+  if (static_cast<size_t>(m.results_size()) != asked) {
+    return Internal("ApplyExports answered " + std::to_string(m.results_size()) + " results for " +
+                    std::to_string(asked) + " items");
+  }
+  std::vector<agent_api::ApplyExportItem> out;
+  out.reserve(asked);
+  for (const auto& r : m.results()) {
+    agent_api::ApplyExportItem item;
+    if (r.code() != 0) {
+      // A code outside google.rpc.Code is no answer to act on (no ABORTED).
+      bool known = r.code() > 0 && r.code() <= static_cast<int>(Code::kUnauthenticated);
+      item.status = Status(known ? static_cast<Code>(r.code()) : Code::kUnknown,
+                           r.message().empty() ? "item failed" : r.message());
+    } else {
+      item.result = {FromProto(r.export_()), {r.changes().begin(), r.changes().end()}};
+    }
+    out.push_back(std::move(item));
+  }
+  return out;
+}
+
 std::vector<agent_api::Pool> FromProto(const av1::GetCapacityResponse& m) {
   return FromEach(m.pools());
 }

@@ -31,6 +31,11 @@ agent_api::Volume FromProto(const pillar::agent::v1::Volume& m);
 agent_api::Pool FromProto(const pillar::agent::v1::Pool& m);
 agent_api::Export FromProto(const pillar::agent::v1::Export& m);
 agent_api::ApplyExportResult FromProto(const pillar::agent::v1::ApplyExportResponse& m);
+pillar::agent::v1::ApplyExportsRequest ToProto(
+    const std::vector<agent_api::ApplyExportRequest>& rs);
+// INTERNAL when the agent answered another number of items than it was asked.
+StatusOr<std::vector<agent_api::ApplyExportItem>> FromProto(
+    const pillar::agent::v1::ApplyExportsResponse& m, size_t asked);
 std::vector<agent_api::Pool> FromProto(const pillar::agent::v1::GetCapacityResponse& m);
 std::vector<agent_api::Export> FromProto(const pillar::agent::v1::ListExportsResponse& m);
 std::vector<std::string> FromProto(const pillar::agent::v1::UnexportVolumeResponse& m);

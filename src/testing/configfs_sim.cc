@@ -153,6 +153,37 @@ bool ConfigfsSim::HasLinks(const std::string& dir) {
   return links.ok() && !links->empty();
 }
 
+StatusOr<ConfigfsSim::LinkIndex*> ConfigfsSim::LinksOf(const std::string& dir) {
+  auto it = links_.find(dir);
+  if (it != links_.end()) return &it->second;
+  LinkIndex index;
+  ASSIGN_OR_RETURN(auto names, configfs::ListNames(posix_, dir, DirEntry::Type::kSymlink));
+  for (const auto& name : names) {
+    auto target = posix_.ReadLink(JoinPath(dir, name));
+    if (!target.ok()) continue;
+    std::string key = Joined(Relative(configfs::ResolveLink(JoinPath(dir, name), *target)).parts);
+    index.by_target[key] = name;
+    index.by_name[name] = key;
+  }
+  return &links_.emplace(dir, std::move(index)).first->second;
+}
+
+bool ConfigfsSim::LinkStillThere(const std::string& dir, const std::string& name,
+                                 const std::string& target) {
+  auto existing = posix_.ReadLink(JoinPath(dir, name));
+  return existing.ok() &&
+         Joined(Relative(configfs::ResolveLink(JoinPath(dir, name), *existing)).parts) == target;
+}
+
+void ConfigfsSim::ForgetLinks(const std::string& path) {
+  std::lock_guard<std::mutex> lock(links_mu_);
+  links_.erase(path);
+  for (auto it = links_.lower_bound(path + "/");
+       it != links_.end() && it->first.compare(0, path.size() + 1, path + "/") == 0;) {
+    it = links_.erase(it);
+  }
+}
+
 Status ConfigfsSim::LoadModuleTree(const std::string& name, Kind kind) {
   std::string path = JoinPath(root_, name);
   if (posix_.IsDir(path)) return Status::Ok();
@@ -189,8 +220,14 @@ Status DropTree(const std::string& path) {
 
 }  // namespace
 
-Status ConfigfsSim::UnloadNvmet() { return DropTree(JoinPath(root_, "nvmet")); }
-Status ConfigfsSim::UnloadLio() { return DropTree(JoinPath(root_, "target")); }
+Status ConfigfsSim::UnloadNvmet() {
+  ForgetLinks(JoinPath(root_, "nvmet"));
+  return DropTree(JoinPath(root_, "nvmet"));
+}
+Status ConfigfsSim::UnloadLio() {
+  ForgetLinks(JoinPath(root_, "target"));
+  return DropTree(JoinPath(root_, "target"));
+}
 
 Status ConfigfsSim::LoadTarget(Protocol protocol) {
   switch (protocol) {
@@ -435,6 +472,7 @@ Status ConfigfsSim::RemoveDir(const std::string& path) {
   RETURN_IF_ERROR(CheckRemovable(path, kind));
   std::error_code ec;
   std::filesystem::remove_all(path, ec);
+  ForgetLinks(path);
   if (ec) return Internal("rmdir " + path + ": " + ec.message());
   return Status::Ok();
 }
@@ -446,7 +484,17 @@ Status ConfigfsSim::Unlink(const std::string& path) {
   if (!posix_.ReadLink(path).ok()) {
     return Denied("unlink " + path + ": only links can be removed; attributes and groups stay");
   }
-  return posix_.Unlink(path);
+  RETURN_IF_ERROR(posix_.Unlink(path));
+  std::lock_guard<std::mutex> lock(links_mu_);
+  auto group = links_.find(path.substr(0, path.rfind('/')));
+  if (group != links_.end()) {
+    auto named = group->second.by_name.find(path.substr(path.rfind('/') + 1));
+    if (named != group->second.by_name.end()) {
+      group->second.by_target.erase(named->second);
+      group->second.by_name.erase(named);
+    }
+  }
+  return Status::Ok();
 }
 
 Status ConfigfsSim::Symlink(const std::string& target, const std::string& link) {
@@ -467,24 +515,38 @@ Status ConfigfsSim::Symlink(const std::string& target, const std::string& link) 
   if (Classify(to.parts) != Spec(kind).link_to) {
     return InvalidArgument("symlink " + link + ": target " + target + " is the wrong kind of item");
   }
+  std::lock_guard<std::mutex> lock(links_mu_);
   RETURN_IF_ERROR(OnLink(dir, kind, to.parts).Annotate("symlink " + link));
   // configfs shows links relative to the link's group, through the root.
   std::string relative;
   for (size_t i = 0; i < dir.size(); ++i) relative += "../";
-  return posix_.Symlink(relative + Joined(to.parts), link);
+  RETURN_IF_ERROR(posix_.Symlink(relative + Joined(to.parts), link));
+  ASSIGN_OR_RETURN(LinkIndex * index, LinksOf(Abs(dir)));
+  index->by_target[Joined(to.parts)] = rel.parts.back();
+  index->by_name[rel.parts.back()] = Joined(to.parts);
+  return Status::Ok();
 }
 
-// Checks of the kernel's allow_link callbacks.
+// Checks of the kernel's allow_link callbacks (links_mu_ held).
 Status ConfigfsSim::OnLink(const std::vector<std::string>& dir, Kind kind,
                            const std::vector<std::string>& target) {
-  ASSIGN_OR_RETURN(auto links, configfs::ListNames(posix_, Abs(dir), DirEntry::Type::kSymlink));
-  for (const auto& l : links) {
-    auto existing = posix_.ReadLink(JoinPath(Abs(dir), l));
-    if (existing.ok() &&
-        Relative(configfs::ResolveLink(JoinPath(Abs(dir), l), *existing)).parts == target) {
-      return AlreadyExists("already linked to " + Joined(target) + " as " + l);
+  const std::string group = Abs(dir);
+  ASSIGN_OR_RETURN(LinkIndex * index, LinksOf(group));
+  auto same = index->by_target.find(Joined(target));
+  if (same != index->by_target.end()) {
+    if (LinkStillThere(group, same->second, same->first)) {
+      return AlreadyExists("already linked to " + Joined(target) + " as " + same->second);
     }
+    index->by_name.erase(same->second);
+    index->by_target.erase(same);
   }
+  // Whether any link is left, believing no entry the disk no longer has.
+  while (!index->by_name.empty() &&
+         !LinkStillThere(group, index->by_name.begin()->first, index->by_name.begin()->second)) {
+    index->by_target.erase(index->by_name.begin()->second);
+    index->by_name.erase(index->by_name.begin());
+  }
+  const bool linked = !index->by_name.empty();
   switch (kind) {
     case Kind::kNvmetAllowedHosts: {
       std::vector<std::string> subsys(dir.begin(), dir.end() - 1);
@@ -493,7 +555,7 @@ Status ConfigfsSim::OnLink(const std::vector<std::string>& dir, Kind kind,
       return Status::Ok();
     }
     case Kind::kNvmetPortSubsystems: {
-      if (!links.empty()) return Status::Ok();  // the port is already enabled
+      if (linked) return Status::Ok();  // the port is already enabled
       std::vector<std::string> port(dir.begin(), dir.end() - 1);
       ASSIGN_OR_RETURN(std::string trtype, Attr(port, "addr_trtype"));
       if (trtype.empty()) return InvalidArgument("port has no addr_trtype: cannot enable it");
@@ -511,13 +573,13 @@ Status ConfigfsSim::OnLink(const std::vector<std::string>& dir, Kind kind,
       return Status::Ok();
     }
     case Kind::kLun: {
-      if (!links.empty()) return AlreadyExists("the LUN already has a device link");
+      if (linked) return AlreadyExists("the LUN already has a device link");
       ASSIGN_OR_RETURN(std::string enabled, Attr(target, "enable"));
       if (enabled != "1") return FailedPrecondition("device is not configured (enable it first)");
       return Status::Ok();
     }
     case Kind::kMappedLun: {
-      if (!links.empty()) return AlreadyExists("the mapped LUN already has a link");
+      if (linked) return AlreadyExists("the mapped LUN already has a link");
       // acls/<nacl>/lun_N -> lun/lun_M of the same target and TPG.
       if (dir.size() < 5 || target.size() < 5 ||
           !std::equal(dir.begin(), dir.end() - 3, target.begin(), target.end() - 2)) {

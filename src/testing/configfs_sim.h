@@ -23,6 +23,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -96,6 +98,23 @@ class ConfigfsSim : public Fs {
   Status OnLink(const std::vector<std::string>& dir, Kind kind,
                 const std::vector<std::string>& target);
   bool HasLinks(const std::string& dir);
+
+  // The links of one group: what each points at (the target's parts below
+  // root, joined) -> its name, and back. Read from disk once per group, then
+  // kept in step by Symlink, Unlink and RemoveDir, so the duplicate check of
+  // a new link costs the same with 10 or 10,000 links beside it. Entries are
+  // checked against the disk before they are believed: a link removed around
+  // the simulator (a test's out-of-band edit, a wiped tree) is forgotten. A
+  // link made around it is not seen by the duplicate check until the group
+  // is read again (a new simulator, or the group removed and re-made).
+  struct LinkIndex {
+    std::map<std::string, std::string> by_target;
+    std::map<std::string, std::string> by_name;
+  };
+  StatusOr<LinkIndex*> LinksOf(const std::string& dir);
+  // The target of `name` in `dir` as the index holds it, when still on disk.
+  bool LinkStillThere(const std::string& dir, const std::string& name, const std::string& target);
+  void ForgetLinks(const std::string& path);  // every group at or below `path`
   StatusOr<std::string> Attr(const std::vector<std::string>& dir, const std::string& attr);
   Status SetAttr(const std::vector<std::string>& dir, const std::string& attr,
                  const std::string& value);
@@ -103,7 +122,9 @@ class ConfigfsSim : public Fs {
 
   PosixFs posix_;
   std::string root_;
-  unsigned long next_id_ = 1;  // seeds generated defaults (serials, UUIDs)
+  unsigned long next_id_ = 1;               // seeds generated defaults (serials, UUIDs)
+  std::mutex links_mu_;                     // guards links_
+  std::map<std::string, LinkIndex> links_;  // group path -> its links
 };
 
 // Creates the configfs root skeleton in `root` as loading nvmet and LIO would.

@@ -325,6 +325,42 @@ TEST(AgentProtoTest, ExportAnswers) {
   EXPECT_EQ(FromProto(unexported), std::vector<std::string>{"removed"});
 }
 
+TEST(AgentProtoTest, ApplyExportsCarriesEachItemAndAnswersEachOnItsOwn) {
+  agent_api::ApplyExportRequest a;
+  a.agent_volume_id = "tank/pvc-1";
+  a.fence = {"uid-1", 1};
+  agent_api::ApplyExportRequest b = a;
+  b.agent_volume_id = "tank/pvc-2";
+  auto m = ToProto(std::vector<agent_api::ApplyExportRequest>{a, b});
+  ASSERT_EQ(m.exports_size(), 2);
+  EXPECT_EQ(m.exports(1).agent_volume_id(), "tank/pvc-2");
+
+  auto answer = Parse<av1::ApplyExportsResponse>(
+      std::string("results { agent_volume_id: \"tank/pvc-1\" code: 0 message: \"\" export {") +
+      kExportText +
+      "} changes: \"created\" } results { agent_volume_id: \"tank/pvc-2\" code: 10 message: "
+      "\"stale generation\" }");
+  auto items = FromProto(answer, 2);
+  ASSERT_TRUE(items.ok()) << items.status().ToString();
+  ASSERT_EQ(items->size(), 2u);
+  EXPECT_TRUE((*items)[0].status.ok());
+  EXPECT_EQ((*items)[0].result, (agent_api::ApplyExportResult{ExpectedExport(), {"created"}}));
+  EXPECT_EQ((*items)[1].status.code(), Code::kAborted);
+  EXPECT_EQ((*items)[1].status.message(), "stale generation");
+
+  // Another number of answers than items asked is no answer at all.
+  EXPECT_EQ(FromProto(answer, 3).status().code(), Code::kInternal);
+  // A code outside google.rpc.Code is never taken for one (ABORTED least).
+  av1::ApplyExportsResponse odd;
+  odd.add_results()->set_code(99);
+  odd.add_results()->set_code(-10);
+  auto odd_items = FromProto(odd, 2);
+  ASSERT_TRUE(odd_items.ok());
+  EXPECT_EQ((*odd_items)[0].status.code(), Code::kUnknown);
+  EXPECT_EQ((*odd_items)[1].status.code(), Code::kUnknown);
+  EXPECT_FALSE((*odd_items)[0].status.message().empty());
+}
+
 TEST(AgentProtoTest, WhatTheControllerDoesNotKnowIsLeftOut) {
   // No protocol, no mark: absent, not a default that means something.
   auto bare = FromProto(av1::Export());

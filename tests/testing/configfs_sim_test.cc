@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "agent/exporters/configfs_test_util.h"
 #include "agent/exporters/configfs_util.h"
 #include "common/temp_dir.h"
@@ -154,6 +156,47 @@ TEST_F(ConfigfsSimTest, LinksOnlyWhereAndToWhatTheKernelAllows) {
   // readlink shows the kernel's relative form, whatever form was given.
   EXPECT_EQ(sim_.ReadLink(s + "/allowed_hosts/h1").value(),
             "../../../../nvmet/hosts/nqn.2014-08.org.example:h1");
+}
+
+// The duplicate check keeps its links in memory, so it must never believe
+// what the disk no longer has, nor miss a link made through it.
+TEST_F(ConfigfsSimTest, TheDuplicateLinkCheckFollowsTheDisk) {
+  std::string s = P("nvmet/subsystems/nqn.2014-08.org.example:s1");
+  std::string s2 = P("nvmet/subsystems/nqn.2014-08.org.example:s2");
+  std::string port = P("nvmet/ports/5");
+  for (const auto& d : {s, s2, port}) ASSERT_TRUE(sim_.MakeDir(d).ok()) << d;
+  auto configure = [&]() {
+    for (const auto& [attr, v] : std::map<std::string, std::string>{{"addr_trtype", "tcp"},
+                                                                    {"addr_adrfam", "ipv4"},
+                                                                    {"addr_traddr", "127.0.0.1"},
+                                                                    {"addr_trsvcid", "4420"}}) {
+      ASSERT_TRUE(sim_.WriteFile(port + "/" + attr, v).ok()) << attr;
+    }
+  };
+  configure();
+  ASSERT_TRUE(sim_.Symlink(s, port + "/subsystems/s1").ok());
+  EXPECT_EQ(sim_.Symlink(s, port + "/subsystems/other-name").code(), Code::kAlreadyExists);
+  ASSERT_TRUE(sim_.Symlink(s2, port + "/subsystems/s2").ok());
+  // Removed around the simulator (a test's edit, a wiped tree): linkable again.
+  PosixFs posix;
+  ASSERT_TRUE(posix.Unlink(port + "/subsystems/s1").ok());
+  EXPECT_TRUE(sim_.Symlink(s, port + "/subsystems/s1").ok());
+  // Removed through it: linkable again, under another name too.
+  ASSERT_TRUE(sim_.Unlink(port + "/subsystems/s1").ok());
+  EXPECT_TRUE(sim_.Symlink(s, port + "/subsystems/again").ok());
+  EXPECT_EQ(sim_.Symlink(s, port + "/subsystems/s1").code(), Code::kAlreadyExists);
+  // Every link gone around it: the port is disabled again, so an unusable
+  // address is refused at the next first link, as the kernel would.
+  ASSERT_TRUE(posix.Unlink(port + "/subsystems/again").ok());
+  ASSERT_TRUE(posix.Unlink(port + "/subsystems/s2").ok());
+  ASSERT_TRUE(posix.WriteFile(port + "/addr_traddr", "not-an-address\n").ok());
+  EXPECT_EQ(sim_.Symlink(s, port + "/subsystems/s1").code(), Code::kInvalidArgument);
+  // A group removed and made again starts with no links.
+  ASSERT_TRUE(posix.WriteFile(port + "/addr_traddr", "127.0.0.1\n").ok());
+  ASSERT_TRUE(sim_.RemoveDir(port).ok());
+  ASSERT_TRUE(sim_.MakeDir(port).ok());
+  configure();
+  EXPECT_TRUE(sim_.Symlink(s, port + "/subsystems/s1").ok());
 }
 
 TEST_F(ConfigfsSimTest, NvmetNamespaceAndPortStateRules) {

@@ -1,5 +1,7 @@
 #include "agent/exporters/nfs_exporter.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -11,6 +13,17 @@
 
 namespace pillar::agent {
 namespace {
+
+// A file's identity and version: device, inode, size, modification and
+// change times; nullopt when it cannot be stat'ed.
+std::optional<std::string> FileStamp(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" +
+         std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) + "." +
+         std::to_string(st.st_mtim.tv_nsec) + ":" + std::to_string(st.st_ctim.tv_sec) + "." +
+         std::to_string(st.st_ctim.tv_nsec);
+}
 
 constexpr const char* kFilePrefix = "pillar-";
 constexpr const char* kFileSuffix = ".exports";
@@ -269,12 +282,13 @@ Status ValidateExportPath(const std::string& field, const std::string& path) {
 }
 
 NfsExporter::NfsExporter(Exec& exec, Fs& fs, std::string exports_dir, std::string nfsd_proc,
-                         std::string mountinfo)
+                         std::string mountinfo, std::string etab)
     : exec_(exec),
       fs_(fs),
       exports_dir_(std::move(exports_dir)),
       nfsd_proc_(std::move(nfsd_proc)),
-      mountinfo_(std::move(mountinfo)) {}
+      mountinfo_(std::move(mountinfo)),
+      etab_(std::move(etab)) {}
 
 bool NfsExporter::NeedsSubtreeCheck(const std::string& path) const {
   auto table = fs_.ReadFile(mountinfo_);
@@ -339,9 +353,26 @@ StatusOr<std::optional<NfsExporter::Record>> NfsExporter::ReadRecord(
 }
 
 StatusOr<std::vector<ExportfsEntry>> NfsExporter::Observe() {
+  // Stamped before it is read: a change made while exportfs runs leaves a
+  // stamp that no longer matches, and the next read runs it again.
+  std::optional<std::string> stamp = etab_.empty() ? std::nullopt : FileStamp(etab_);
+  if (stamp) {
+    std::lock_guard<std::mutex> lock(live_mu_);
+    if (live_ && live_->stamp == *stamp) return live_->entries;
+  }
   ExecResult result;
   RETURN_IF_ERROR(exec_.RunOk({{"exportfs", "-v"}, "", std::chrono::seconds(30)}, &result));
-  return ParseExportfsVerbose(result.out);
+  ASSIGN_OR_RETURN(auto entries, ParseExportfsVerbose(result.out));
+  if (stamp) {
+    std::lock_guard<std::mutex> lock(live_mu_);
+    live_ = Live{*stamp, entries};
+  }
+  return entries;
+}
+
+void NfsExporter::Forget() {
+  std::lock_guard<std::mutex> lock(live_mu_);
+  live_.reset();
 }
 
 StatusOr<std::optional<std::string>> NfsExporter::PathOf(const std::string& agent_volume_id,
@@ -409,7 +440,9 @@ ActualExport NfsExporter::Describe(const std::string& agent_volume_id, const std
 
 Status NfsExporter::Unexport(const std::string& client, const std::string& path, bool absent_ok) {
   Command cmd{{"exportfs", "-u", ClientArg(client, path)}, "", std::chrono::seconds(30)};
-  ASSIGN_OR_RETURN(ExecResult r, exec_.Run(cmd));
+  auto ran = exec_.Run(cmd);
+  Forget();
+  ASSIGN_OR_RETURN(ExecResult r, std::move(ran));
   if (r.exit_code == 0) return Status::Ok();
   if (absent_ok && r.err.find("Could not find") != std::string::npos) return Status::Ok();
   return Internal("command '" + cmd.ToString() + "' exited " + std::to_string(r.exit_code) + ": " +
@@ -491,8 +524,10 @@ Status NfsExporter::Apply(const KernelExport& want, std::vector<std::string>* ch
         OptionsMatch(it->second->options, fsid_opt, want.params.root_squash, subtree_check)) {
       continue;
     }
-    RETURN_IF_ERROR(exec_.RunOk(
-        {{"exportfs", "-o", opts, ClientArg(client, path)}, "", std::chrono::seconds(30)}));
+    Status exported = exec_.RunOk(
+        {{"exportfs", "-o", opts, ClientArg(client, path)}, "", std::chrono::seconds(30)});
+    Forget();
+    RETURN_IF_ERROR(exported);
     if (it == have.end()) {
       changes->push_back(Cat("nfs ", path, ": exported to ", client));
     } else {

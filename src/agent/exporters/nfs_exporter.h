@@ -3,6 +3,7 @@
 // plus the live table converged client by client with `exportfs -o` / `-u`.
 #pragma once
 
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -75,9 +76,14 @@ Status ValidateExportPath(const std::string& field, const std::string& path);
 
 class NfsExporter : public Exporter {
  public:
+  // `etab` is nfs-utils' export table (/var/lib/nfs/etab), which every
+  // exportfs that changes the table rewrites (a new file renamed into place)
+  // and `exportfs -v` prints: while it stays the same file, the table read
+  // last is still the table, so a converged apply or a read-back starts no
+  // process. Empty: `exportfs -v` on every read.
   NfsExporter(Exec& exec, Fs& fs, std::string exports_dir = "/etc/exports.d",
               std::string nfsd_proc = "/proc/fs/nfsd",
-              std::string mountinfo = "/proc/self/mountinfo");
+              std::string mountinfo = "/proc/self/mountinfo", std::string etab = "");
 
   Protocol protocol() const override { return Protocol::kNfs; }
 
@@ -115,7 +121,11 @@ class NfsExporter : public Exporter {
   // the "# pillar" line or records another volume than its name says.
   StatusOr<std::optional<Record>> ReadRecord(const std::string& file,
                                              const std::string& expected_id);
+  // The live table: `exportfs -v`, or what it printed last while etab is
+  // unchanged (see the constructor).
   StatusOr<std::vector<ExportfsEntry>> Observe();
+  // Forgets the table read last: called after every exportfs that changes it.
+  void Forget();
   // The directory of a volume: from its file, else from a live entry that
   // carries the volume's fsid (the file was lost); nullopt when neither.
   StatusOr<std::optional<std::string>> PathOf(const std::string& agent_volume_id,
@@ -135,6 +145,13 @@ class NfsExporter : public Exporter {
   std::string exports_dir_;
   std::string nfsd_proc_;
   std::string mountinfo_;
+  std::string etab_;
+  std::mutex live_mu_;  // guards live_
+  struct Live {
+    std::string stamp;  // etab's device, inode, size and times when it was read
+    std::vector<ExportfsEntry> entries;
+  };
+  std::optional<Live> live_;
 };
 
 }  // namespace pillar::agent

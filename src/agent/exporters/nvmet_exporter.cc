@@ -81,22 +81,42 @@ StatusOr<std::vector<NvmetExporter::Port>> NvmetExporter::ReadPorts(const std::s
                      ReadAttr(fs_, JoinPath(dir, "param_inline_data_size")));
     p.inline_data_size = ParseIntOr(inline_size, -1);
     std::string subsystems = JoinPath(dir, "subsystems");
-    ASSIGN_OR_RETURN(auto links, configfs::ListNames(fs_, subsystems, DirEntry::Type::kSymlink));
-    for (const auto& link : links) {
-      // One volume's view resolves only its own link; pillar names every
-      // link after its subsystem, so the others are known by name. This keeps
-      // a single apply from reading every link on a port shared by thousands.
-      if (only != nullptr && link != *only) {
-        p.links[link] = link;
-        continue;
+    if (only != nullptr) {
+      p.all_links = false;
+      std::string link = JoinPath(subsystems, *only);
+      if (fs_.Exists(link)) {
+        ASSIGN_OR_RETURN(std::string nqn, configfs::LinkTargetName(fs_, link));
+        p.links[nqn] = *only;
       }
-      ASSIGN_OR_RETURN(std::string nqn, configfs::LinkTargetName(fs_, JoinPath(subsystems, link)));
-      p.links[nqn] = link;
+    } else {
+      ASSIGN_OR_RETURN(auto links, configfs::ListNames(fs_, subsystems, DirEntry::Type::kSymlink));
+      for (const auto& link : links) {
+        ASSIGN_OR_RETURN(std::string nqn,
+                         configfs::LinkTargetName(fs_, JoinPath(subsystems, link)));
+        p.links[nqn] = link;
+      }
     }
     ports.push_back(std::move(p));
   }
   std::sort(ports.begin(), ports.end(), [](const Port& a, const Port& b) { return a.id < b.id; });
   return ports;
+}
+
+StatusOr<std::string> NvmetExporter::OtherLink(const Port& port, const std::string& nqn) {
+  for (const auto& [other, link] : port.links) {
+    if (other != nqn) return other;
+  }
+  if (port.all_links) return std::string();
+  // Links pillar did not read are known by their names: pillar's are named
+  // after their subsystem, and any other name is another subsystem's too.
+  ASSIGN_OR_RETURN(auto names, configfs::ListNames(fs_, JoinPath(PortDir(port.id), "subsystems"),
+                                                   DirEntry::Type::kSymlink));
+  for (const auto& name : names) {
+    auto mine = port.links.find(nqn);
+    if (mine != port.links.end() && mine->second == name) continue;
+    return name;
+  }
+  return std::string();
 }
 
 Status NvmetExporter::Apply(const KernelExport& want, std::vector<std::string>* changes) {
@@ -106,13 +126,10 @@ Status NvmetExporter::Apply(const KernelExport& want, std::vector<std::string>* 
     return Unavailable("nvmet export " + want.agent_volume_id + ": " + nvmet_ +
                        " is missing (is the nvmet module loaded?)");
   }
-  {
-    // Refuse a port conflict before creating anything.
-    ASSIGN_OR_RETURN(auto ports, ReadPorts(&nqn));
-    Port* match = FindPort(ports, nqn, want.params);
-    RETURN_IF_ERROR(
-        CheckShared(match, nqn, want.params).Annotate("nvmet export " + want.agent_volume_id));
-  }
+  // Refuse a port conflict before creating anything.
+  ASSIGN_OR_RETURN(auto ports, ReadPorts(&nqn));
+  RETURN_IF_ERROR(CheckShared(FindPort(ports, nqn, want.params), nqn, want.params)
+                      .Annotate("nvmet export " + want.agent_volume_id));
   std::string subsys = JoinPath(nvmet_, "subsystems/" + nqn);
   if (!fs_.IsDir(subsys)) {
     RETURN_IF_ERROR(fs_.MakeDir(subsys));
@@ -122,7 +139,7 @@ Status NvmetExporter::Apply(const KernelExport& want, std::vector<std::string>* 
   // only once it admits exactly the intended hosts.
   Status s = ApplyAcl(nqn, want, changes);
   if (s.ok()) s = ApplyNamespace(nqn, want.backing, changes);
-  if (s.ok()) s = ApplyPort(nqn, want.params, changes);
+  if (s.ok()) s = ApplyPort(nqn, want.params, std::move(ports), changes);
   return s.Annotate("nvmet export " + want.agent_volume_id);
 }
 
@@ -137,6 +154,7 @@ Status NvmetExporter::ApplyAcl(const std::string& nqn, const KernelExport& want,
   for (const auto& name : names) {
     ASSIGN_OR_RETURN(std::string host, configfs::LinkTargetName(fs_, JoinPath(allowed, name)));
     links[host] = name;
+    NoteAdmitted(host, nqn);
   }
   bool acl = want.params.acl_enabled;
   // Narrow before widening: at no moment may more hosts be admitted than
@@ -177,21 +195,58 @@ Status NvmetExporter::ApplyAcl(const std::string& nqn, const KernelExport& want,
       RETURN_IF_ERROR(ApplyHostKeys(nqn, host, want.credentials, changes));
     }
     RETURN_IF_ERROR(fs_.Symlink(host_dir, JoinPath(allowed, host)));
+    NoteAdmitted(host, nqn);
     Note(changes, "allow host " + host + " on " + nqn);
   }
   return Status::Ok();
 }
 
+void NvmetExporter::NoteAdmitted(const std::string& host, const std::string& nqn) {
+  std::lock_guard<std::mutex> lock(admitted_mu_);
+  admitted_[host].insert(nqn);
+}
+
+StatusOr<bool> NvmetExporter::HostAdmitted(const std::string& host) {
+  auto admits = [&](const std::string& nqn) {
+    return fs_.Exists(JoinPath(nvmet_, "subsystems/" + nqn + "/allowed_hosts/" + host));
+  };
+  // The first one known is asked; one that no longer admits it is forgotten
+  // and the next asked, so stale entries cost once each.
+  for (;;) {
+    std::string nqn;
+    {
+      std::lock_guard<std::mutex> lock(admitted_mu_);
+      auto it = admitted_.find(host);
+      if (it == admitted_.end() || it->second.empty()) break;
+      nqn = *it->second.begin();
+    }
+    if (admits(nqn)) return true;
+    std::lock_guard<std::mutex> lock(admitted_mu_);
+    auto it = admitted_.find(host);
+    if (it != admitted_.end()) it->second.erase(nqn);
+  }
+  // None known admits it: every subsystem is read, since one made around
+  // pillar (or before this process) may, and all that do are remembered.
+  ASSIGN_OR_RETURN(auto subsystems,
+                   configfs::ListNames(fs_, JoinPath(nvmet_, "subsystems"), DirEntry::Type::kDir));
+  bool found = false;
+  for (const auto& other : subsystems) {
+    if (!admits(other)) continue;
+    NoteAdmitted(host, other);
+    found = true;
+  }
+  if (!found) {
+    std::lock_guard<std::mutex> lock(admitted_mu_);
+    admitted_.erase(host);
+  }
+  return found;
+}
+
 Status NvmetExporter::DropHostIfUnused(const std::string& host, std::vector<std::string>* changes) {
   std::string host_dir = JoinPath(nvmet_, "hosts/" + host);
   if (!fs_.IsDir(host_dir)) return Status::Ok();
-  ASSIGN_OR_RETURN(auto subsystems,
-                   configfs::ListNames(fs_, JoinPath(nvmet_, "subsystems"), DirEntry::Type::kDir));
-  for (const auto& other : subsystems) {
-    if (fs_.Exists(JoinPath(nvmet_, "subsystems/" + other + "/allowed_hosts/" + host))) {
-      return Status::Ok();
-    }
-  }
+  ASSIGN_OR_RETURN(bool admitted, HostAdmitted(host));
+  if (admitted) return Status::Ok();
   RETURN_IF_ERROR(fs_.RemoveDir(host_dir));
   Note(changes, "remove host entry " + host + " (no subsystem admits it)");
   return Status::Ok();
@@ -293,7 +348,9 @@ Status NvmetExporter::UnlinkFromPort(Port& port, const std::string& nqn, const s
   RETURN_IF_ERROR(fs_.Unlink(JoinPath(PortDir(port.id), "subsystems/" + it->second)));
   port.links.erase(it);
   Note(changes, "unlink port " + std::to_string(port.id) + " -> " + nqn + why);
-  if (PillarPort(port.id) && port.links.empty()) {
+  if (!PillarPort(port.id)) return Status::Ok();
+  ASSIGN_OR_RETURN(std::string other, OtherLink(port, nqn));
+  if (other.empty()) {
     RETURN_IF_ERROR(fs_.RemoveDir(PortDir(port.id)));
     Note(changes, "remove port " + std::to_string(port.id) + " (no subsystems left)");
   }
@@ -325,8 +382,8 @@ Status NvmetExporter::CheckShared(const Port* match, const std::string& nqn,
   if (match == nullptr || want_inline <= 0 || match->inline_data_size == want_inline) {
     return Status::Ok();
   }
-  for (const auto& [other, link] : match->links) {
-    if (other == nqn) continue;
+  ASSIGN_OR_RETURN(std::string other, OtherLink(*match, nqn));
+  if (!other.empty()) {
     return FailedPrecondition(
         "port " + std::to_string(match->id) + " (" + match->traddr + " port " + match->trsvcid +
         ") has param_inline_data_size=" + std::to_string(match->inline_data_size) + ", want " +
@@ -337,8 +394,7 @@ Status NvmetExporter::CheckShared(const Port* match, const std::string& nqn,
 }
 
 Status NvmetExporter::ApplyPort(const std::string& nqn, const ExportParams& params,
-                                std::vector<std::string>* changes) {
-  ASSIGN_OR_RETURN(auto ports, ReadPorts(&nqn));
+                                std::vector<Port> ports, std::vector<std::string>* changes) {
   std::string traddr = configfs::CanonicalIp(params.bind_address);
   std::string adrfam = configfs::IsIpv6(traddr) ? "ipv6" : "ipv4";
   std::string trsvcid = std::to_string(params.port);

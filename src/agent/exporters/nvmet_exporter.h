@@ -6,7 +6,9 @@
 #pragma once
 
 #include <map>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -44,15 +46,23 @@ class NvmetExporter : public Exporter {
     std::string trtype, adrfam, traddr, trsvcid;
     int inline_data_size = -1;
     std::map<std::string, std::string> links;  // subsystem NQN -> link name
+    // False when `links` holds only the one subsystem ReadPorts was asked
+    // about: the port may serve others (see OtherLinks).
+    bool all_links = true;
   };
 
-  // Every port; with `only`, subsystem links other than `only` are taken
-  // by their names without reading them.
+  // Every port with its address. Without `only`, every subsystem link is
+  // read; with `only`, just the link named after that subsystem (pillar names
+  // links so), which keeps one volume's apply or read-back from listing a
+  // port shared by thousands: its cost does not grow with the exports.
   StatusOr<std::vector<Port>> ReadPorts(const std::string* only = nullptr);
+  // Whether `port` serves a subsystem other than `nqn` (the first one found,
+  // or empty); lists the port's links only when ReadPorts did not.
+  StatusOr<std::string> OtherLink(const Port& port, const std::string& nqn);
   // The TCP port at the export's address (preferring one `nqn` is on), or null.
   static Port* FindPort(std::vector<Port>& ports, const std::string& nqn,
                         const ExportParams& params);
-  static Status CheckShared(const Port* match, const std::string& nqn, const ExportParams& params);
+  Status CheckShared(const Port* match, const std::string& nqn, const ExportParams& params);
   StatusOr<std::optional<ActualExport>> Observe(const std::string& agent_volume_id,
                                                 const std::vector<Port>& ports);
   Status ApplyAcl(const std::string& nqn, const KernelExport& want,
@@ -67,17 +77,27 @@ class NvmetExporter : public Exporter {
                        std::vector<std::string>* changes);
   Status ApplyNamespace(const std::string& nqn, const std::string& backing,
                         std::vector<std::string>* changes);
-  Status ApplyPort(const std::string& nqn, const ExportParams& params,
+  // `ports` as ReadPorts(&nqn) gave them, before this apply touched them.
+  Status ApplyPort(const std::string& nqn, const ExportParams& params, std::vector<Port> ports,
                    std::vector<std::string>* changes);
   // Unlinks `nqn` from `port` and deletes the port when it is pillar's and empty.
   Status UnlinkFromPort(Port& port, const std::string& nqn, const std::string& why,
                         std::vector<std::string>* changes);
   std::string PortDir(int id) const;
+  // Whether some subsystem admits `host`: the subsystems seen admitting it
+  // are asked first (one lookup each, stale ones forgotten), and only when
+  // none does any more is every subsystem read, so moving a volume's ACL
+  // costs the same beside 10 exports or 10,000.
+  StatusOr<bool> HostAdmitted(const std::string& host);
+  void NoteAdmitted(const std::string& host, const std::string& nqn);
 
   Fs& fs_;
   std::string nvmet_;
   std::string prefix_;
   configfs::DirIdentityFn dir_identity_;
+  std::mutex admitted_mu_;  // guards admitted_
+  // host NQN -> subsystems seen admitting it (a hint: checked before believed)
+  std::map<std::string, std::set<std::string>> admitted_;
 };
 
 }  // namespace pillar::agent

@@ -20,9 +20,20 @@ class RecordingFs : public Fs {
   // Every mutating call, as "op path[ = value]", in order.
   const std::vector<std::string>& ops() const { return ops_; }
   size_t mutations() const { return ops_.size(); }
-  void Clear() { ops_.clear(); }
+  // Every reading call (read, readlink, list, exists, is-dir), and the
+  // entries the listings returned: what an operation's cost grows with.
+  size_t reads() const { return reads_; }
+  size_t listed() const { return listed_; }
+  void Clear() {
+    ops_.clear();
+    reads_ = 0;
+    listed_ = 0;
+  }
 
-  StatusOr<std::string> ReadFile(const std::string& p) override { return inner_.ReadFile(p); }
+  StatusOr<std::string> ReadFile(const std::string& p) override {
+    ++reads_;
+    return inner_.ReadFile(p);
+  }
   Status WriteFile(const std::string& p, const std::string& c) override {
     ops_.push_back("write " + p + " = " + c);
     return inner_.WriteFile(p, c);
@@ -51,12 +62,24 @@ class RecordingFs : public Fs {
     ops_.push_back("symlink " + l + " -> " + t);
     return inner_.Symlink(t, l);
   }
-  StatusOr<std::string> ReadLink(const std::string& p) override { return inner_.ReadLink(p); }
-  StatusOr<std::vector<DirEntry>> ListDir(const std::string& p) override {
-    return inner_.ListDir(p);
+  StatusOr<std::string> ReadLink(const std::string& p) override {
+    ++reads_;
+    return inner_.ReadLink(p);
   }
-  bool Exists(const std::string& p) override { return inner_.Exists(p); }
-  bool IsDir(const std::string& p) override { return inner_.IsDir(p); }
+  StatusOr<std::vector<DirEntry>> ListDir(const std::string& p) override {
+    ++reads_;
+    auto entries = inner_.ListDir(p);
+    if (entries.ok()) listed_ += entries->size();
+    return entries;
+  }
+  bool Exists(const std::string& p) override {
+    ++reads_;
+    return inner_.Exists(p);
+  }
+  bool IsDir(const std::string& p) override {
+    ++reads_;
+    return inner_.IsDir(p);
+  }
   Status CreateSparseFile(const std::string& p, int64_t s) override {
     ops_.push_back("create " + p);
     return inner_.CreateSparseFile(p, s);
@@ -101,6 +124,8 @@ class RecordingFs : public Fs {
  private:
   Fs& inner_;
   std::vector<std::string> ops_;
+  size_t reads_ = 0;
+  size_t listed_ = 0;
 };
 
 // Every entry below `dir`, keyed by its path relative to `dir`: "<dir>" for a

@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <utility>
 
@@ -201,6 +203,7 @@ class SimExportfs {
     exec.On({"exportfs", "-o"}, [this](const Command& c) -> StatusOr<ExecResult> {
       auto [client, path] = Split(c.argv.at(3));
       Set(path, client, Printed(c.argv.at(2)));
+      WriteEtab();
       return ExecResult{0, "", ""};
     });
     exec.On({"exportfs", "-u"}, [this](const Command& c) -> StatusOr<ExecResult> {
@@ -208,6 +211,7 @@ class SimExportfs {
       for (auto it = table_.begin(); it != table_.end(); ++it) {
         if (it->path == path && it->client == client) {
           table_.erase(it);
+          WriteEtab();
           return ExecResult{0, "", ""};
         }
       }
@@ -228,6 +232,21 @@ class SimExportfs {
       }
     }
     return given;
+  }
+
+  // Keeps the table in `path` too, rewritten as nfs-utils does: a new file
+  // renamed over the old one on every change.
+  void KeepEtab(const std::string& path) {
+    etab_ = path;
+    WriteEtab();
+  }
+  void WriteEtab() const {
+    if (etab_.empty()) return;
+    {
+      std::ofstream tmp(etab_ + ".tmp");
+      for (const auto& e : table_) tmp << e.path << "\t" << e.client << "(" << e.opts << ")\n";
+    }
+    std::filesystem::rename(etab_ + ".tmp", etab_);
   }
 
   void Set(const std::string& path, const std::string& client, const std::string& opts) {
@@ -275,6 +294,7 @@ class SimExportfs {
     return {arg.substr(0, colon), arg.substr(colon + 1)};
   }
   std::vector<Entry> table_;
+  std::string etab_;
 };
 
 constexpr const char* kVol = "tank/pvc-1";
@@ -773,6 +793,50 @@ TEST_F(NfsExporterTest, AFileSystemRootIsExportedWithoutSubtreeChecking) {
   EXPECT_EQ((*got)->drift.size(), 1u);
   ASSERT_TRUE(exporter_.Apply(Want({"10.0.0.1"}), nullptr).ok());
   EXPECT_EQ(table_.ClientsOf(Path()).at("10.0.0.1"), Printed());
+}
+
+// Issue 26: while etab stays the same file, the table read last is the table:
+// a converged apply and its read-back start no process; any change to etab,
+// pillar's or anyone's, is read again.
+TEST_F(NfsExporterTest, AConvergedApplyStartsNoProcessWhileEtabIsUnchanged) {
+  std::string etab = dir_.Sub("etab");
+  table_.KeepEtab(etab);
+  NfsExporter cached(exec_, fs_, ExportsDir(), dir_.Sub("nfsd"), dir_.Sub("mountinfo"), etab);
+  ASSERT_TRUE(cached.Apply(Want({"10.0.0.1"}), nullptr).ok());
+  ASSERT_TRUE(cached.Get(kVol).ok());
+  exec_.ClearCalls();
+  for (int i = 0; i < 3; ++i) {
+    std::vector<std::string> changes;
+    ASSERT_TRUE(cached.Apply(Want({"10.0.0.1"}), &changes).ok());
+    EXPECT_THAT(changes, IsEmpty());
+    auto got = cached.Get(kVol);
+    ASSERT_TRUE(got.ok() && got->has_value());
+    EXPECT_EQ((*got)->allowed_hosts, std::set<std::string>{"10.0.0.1"});
+  }
+  EXPECT_THAT(exec_.CallLines(), IsEmpty());
+
+  // Someone else's exportfs rewrites etab: read again, and the drift seen.
+  table_.Set(Path(), "10.0.0.9", Printed());
+  table_.WriteEtab();
+  auto got = cached.Get(kVol);
+  ASSERT_TRUE(got.ok() && got->has_value());
+  EXPECT_EQ((*got)->allowed_hosts, (std::set<std::string>{"10.0.0.1", "10.0.0.9"}));
+  EXPECT_THAT(exec_.CallLines(), ElementsAre("exportfs -v"));
+
+  // pillar's own change is never answered from the table read before it.
+  exec_.ClearCalls();
+  ASSERT_TRUE(cached.Apply(Want({"10.0.0.1"}), nullptr).ok());
+  got = cached.Get(kVol);
+  ASSERT_TRUE(got.ok() && got->has_value());
+  EXPECT_EQ((*got)->allowed_hosts, std::set<std::string>{"10.0.0.1"});
+  EXPECT_THAT(exec_.CallLines(), ElementsAre("exportfs -u 10.0.0.9:" + Path(), "exportfs -v"));
+
+  // No etab to stamp: exportfs -v on every read.
+  std::filesystem::remove(etab);
+  exec_.ClearCalls();
+  ASSERT_TRUE(cached.Get(kVol).ok());
+  ASSERT_TRUE(cached.Get(kVol).ok());
+  EXPECT_THAT(exec_.CallLines(), ElementsAre("exportfs -v", "exportfs -v"));
 }
 
 }  // namespace

@@ -117,6 +117,40 @@ TEST_F(NvmetExporterTest, SecondApplyChangesAndWritesNothing) {
   EXPECT_EQ(Tree()["ports/8001/addr_traddr"], "fd00::1");
 }
 
+// One volume's apply and read-back read the same, whether its port serves
+// one subsystem or many: what they cost does not grow with the exports. (The
+// hosts stay admitted elsewhere: a host's last admission going is the one
+// change that reads every subsystem, before its entry is removed.)
+TEST_F(NvmetExporterTest, OneVolumesWorkDoesNotGrowWithTheExportsBesideIt) {
+  struct Cost {
+    size_t reads, listed;
+    bool operator==(const Cost&) const = default;
+  };
+  auto measure = [&](const KernelExport& w) {
+    fs_.Clear();
+    Apply(w);
+    auto got = ex_.Get(w.agent_volume_id);
+    EXPECT_TRUE(got.ok() && got->has_value());
+    return Cost{fs_.reads(), fs_.listed()};
+  };
+  auto costs = [&]() {
+    Apply(Want(kVol, {kHostA}));
+    Cost noop = measure(Want(kVol, {kHostA}));
+    Cost acl = measure(Want(kVol, {kHostB}));  // narrow and widen: a real change
+    Cost back = measure(Want(kVol, {kHostA}));
+    return std::vector<Cost>{noop, acl, back};
+  };
+  Apply(Want("tank/pvc-2", {kHostA, kHostB}));
+  auto alone = costs();
+  for (int i = 3; i <= 40; ++i) Apply(Want("tank/pvc-" + std::to_string(i), {kHostA, kHostB}));
+  ASSERT_EQ(Tree().count("ports/8001/addr_trtype"), 0u) << "all 40 share port 8000";
+  auto among_many = costs();
+  for (size_t i = 0; i < alone.size(); ++i) {
+    EXPECT_EQ(among_many[i].reads, alone[i].reads) << "call " << i;
+    EXPECT_EQ(among_many[i].listed, alone[i].listed) << "call " << i;
+  }
+}
+
 TEST_F(NvmetExporterTest, AHostEntryGoesWithItsLastAdmissionAndNoSooner) {
   Apply(Want(kVol, {kHostA, kHostB}));
   Apply(Want("tank/pvc-2", {kHostB}));

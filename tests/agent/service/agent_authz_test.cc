@@ -164,6 +164,13 @@ TEST_F(AgentAuthzTest, EveryRpcIsRefusedToNodeAgentAndRolelessCertificates) {
   v1::ApplyExportResponse aresp;
   EXPECT_EQ(node_b->ApplyExport(&a, ExportTo(kHostB, 2), &aresp).error_code(),
             grpc::StatusCode::PERMISSION_DENIED);
+  grpc::ClientContext b;
+  v1::ApplyExportsRequest breq;
+  *breq.add_exports() = ExportTo(kHostB, 2);
+  v1::ApplyExportsResponse bresp;
+  EXPECT_EQ(node_b->ApplyExports(&b, breq, &bresp).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(bresp.results_size(), 0);
   grpc::ClientContext d;
   v1::DeleteVolumeRequest dreq;
   dreq.set_agent_volume_id("demo/pvc-1");

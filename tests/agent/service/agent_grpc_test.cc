@@ -10,6 +10,7 @@
 #include "agent_process.h"
 #include "common/credentials.h"
 #include "common/exec.h"
+#include "common/target_name.h"
 
 namespace pillar::testing {
 namespace {
@@ -226,6 +227,81 @@ TEST_F(AgentGrpcTest, ExportLifecycleConvergesExactlyAndIsFenced) {
     ASSERT_TRUE(ds.ok()) << ds.error_message();
     EXPECT_FALSE(fs::exists(tmp_.Sub("pools/demo/pvc-1.img")));
   }
+}
+
+// Issue 26: many exports in one call, each applied, fenced and answered on
+// its own; a stale, malformed or missing item stops none of the others.
+TEST_F(AgentGrpcTest, ApplyExportsAnswersEachItemOnItsOwn) {
+  for (const char* name : {"pvc-1", "pvc-2", "pvc-3"}) ASSERT_TRUE(Create(name).ok()) << name;
+  ASSERT_TRUE(Apply("demo/pvc-2", 5, {kHostB}).ok());
+  auto item = [](const std::string& id, int64_t gen, const std::string& host) {
+    v1::ApplyExportRequest req;
+    req.set_agent_volume_id(id);
+    req.set_protocol(v1::PROTOCOL_NVMEOF_TCP);
+    req.mutable_spec()->set_bind_address("127.0.0.1");
+    req.mutable_spec()->set_port(4420);
+    req.mutable_spec()->set_acl_enabled(true);
+    req.mutable_fence()->set_volume_uid(kUid);
+    req.mutable_fence()->set_publication_generation(gen);
+    req.add_allowed_hosts(host);
+    return req;
+  };
+  v1::ApplyExportsRequest batch;
+  *batch.add_exports() = item("demo/pvc-1", 1, kHostA);
+  *batch.add_exports() = item("demo/pvc-2", 1, kHostA);  // generation 5 holds it
+  *batch.add_exports() = item("demo/pvc-3", 1, kHostA);
+  batch.mutable_exports(2)->clear_spec();  // malformed
+  *batch.add_exports() = item("demo/pvc-3", 1, kHostB);
+  *batch.add_exports() = item("demo/pvc-9", 1, kHostA);  // no such volume
+  auto send = [&](const v1::ApplyExportsRequest& req, v1::ApplyExportsResponse* resp) {
+    grpc::ClientContext ctx;
+    return stub_->ApplyExports(&ctx, req, resp);
+  };
+  v1::ApplyExportsResponse resp;
+  auto s = send(batch, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_EQ(resp.results_size(), 5);
+  std::vector<int> codes;
+  for (const auto& r : resp.results()) codes.push_back(r.code());
+  EXPECT_EQ(codes,
+            (std::vector<int>{0, grpc::StatusCode::ABORTED, grpc::StatusCode::INVALID_ARGUMENT, 0,
+                              grpc::StatusCode::NOT_FOUND}));
+  EXPECT_EQ(resp.results(1).agent_volume_id(), "demo/pvc-2");
+  EXPECT_NE(resp.results(2).message().find("exports[2]"), std::string::npos)
+      << resp.results(2).message();
+  EXPECT_NE(resp.results(2).message().find("spec"), std::string::npos);
+  EXPECT_FALSE(resp.results(0).changes().empty());
+  EXPECT_EQ(resp.results(0).export_().allowed_hosts(0), kHostA);
+  EXPECT_EQ(resp.results(0).export_().fence().publication_generation(), 1);
+  EXPECT_EQ(resp.results(3).export_().allowed_hosts(0), kHostB);
+  EXPECT_FALSE(resp.results(1).has_export_());
+  // The stale item changed nothing: generation 5's host alone is admitted.
+  auto pvc2 = tmp_.Sub("configfs/nvmet/subsystems/") + TargetName(kDefaultNqnPrefix, "demo/pvc-2") +
+              "/allowed_hosts/";
+  EXPECT_TRUE(fs::is_symlink(pvc2 + kHostB));
+  EXPECT_FALSE(fs::exists(pvc2 + kHostA));
+  EXPECT_TRUE(fs::is_symlink(Subsys("allowed_hosts/") + kHostA));
+
+  // Converged: the applied items again change nothing.
+  v1::ApplyExportsRequest again;
+  *again.add_exports() = batch.exports(0);
+  *again.add_exports() = batch.exports(3);
+  v1::ApplyExportsResponse second;
+  ASSERT_TRUE(send(again, &second).ok());
+  ASSERT_EQ(second.results_size(), 2);
+  for (const auto& r : second.results()) {
+    EXPECT_EQ(r.code(), 0) << r.message();
+    EXPECT_TRUE(r.changes().empty()) << r.agent_volume_id();
+  }
+
+  // More than a call may carry is refused whole, naming the field.
+  v1::ApplyExportsRequest huge;
+  for (int i = 0; i <= 10000; ++i) *huge.add_exports() = batch.exports(0);
+  v1::ApplyExportsResponse refused;
+  s = send(huge, &refused);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(refused.results_size(), 0);
+  EXPECT_NE(s.error_message().find("exports"), std::string::npos) << s.error_message();
 }
 
 // Issue 11: a hand-made precious.img in the file pool is never adopted,
