@@ -1,12 +1,14 @@
 // The agent's cost per export (issue 26): ApplyExport converged (a no-op)
-// and changed (an ACL move), for NVMe-oF/TCP (nvmet) and iSCSI (LIO), with
+// and changed (an ACL move), for NVMe-oF/TCP (nvmet), iSCSI (LIO) and NFS
+// (exports.d and exportfs; `proto` 0, 1, 2), with
 // 1 to 10,000 exports beside it; a rebuild of every export after the target
 // lost its tree, one call per volume and one ApplyExports batch; and the
 // ListExports listing. Real agent code on the configfs simulator, see
 // bench_agent.h. Each figure is split: `fs_us` is the CPU time per call
 // inside file system calls (the simulator and the kernel's system calls under
-// it), `own_us` the rest, the agent's own; `fs_calls` counts those calls;
-// a converged apply also reports the writes and processes it made (none).
+// it), `own_us` the rest, the agent's own (the exportfs stand-in's time taken
+// out); `fs_calls` counts those calls, `processes` the tools started (each
+// a fork and exec in real life); a converged apply also reports its writes.
 #include <benchmark/benchmark.h>
 
 #include <filesystem>
@@ -30,10 +32,14 @@ constexpr const char* kNvmeHostB =
 constexpr const char* kIscsiHostA = "iqn.2026-12.org.example:consumer-a";
 constexpr const char* kIscsiHostB = "iqn.2026-12.org.example:consumer-b";
 
-Protocol ProtocolArg(int64_t arg) { return arg == 0 ? Protocol::kNvmeofTcp : Protocol::kIscsi; }
+Protocol ProtocolArg(int64_t arg) {
+  if (arg == 0) return Protocol::kNvmeofTcp;
+  return arg == 1 ? Protocol::kIscsi : Protocol::kNfs;
+}
 
 const char* Host(Protocol p, bool b) {
   if (p == Protocol::kNvmeofTcp) return b ? kNvmeHostB : kNvmeHostA;
+  if (p == Protocol::kNfs) return b ? "10.0.0.2" : "10.0.0.1";
   return b ? kIscsiHostB : kIscsiHostA;
 }
 
@@ -54,7 +60,9 @@ agent_api::ApplyExportRequest Request(const Fixture& f, int i, int64_t gen,
   req.agent_volume_id = VolumeId(i);
   req.protocol = f.protocol;
   req.spec.bind_address = "10.99.0.1";
-  req.spec.port = f.protocol == Protocol::kNvmeofTcp ? 4420 : 3260;
+  req.spec.port = f.protocol == Protocol::kNvmeofTcp ? 4420
+                  : f.protocol == Protocol::kIscsi   ? 3260
+                                                     : 2049;
   req.spec.acl_enabled = true;
   req.fence = {f.uids[static_cast<size_t>(i)], gen};
   req.allowed_hosts = std::move(hosts);
@@ -70,7 +78,7 @@ Fixture& Get(int n, Protocol protocol) {
   if (f) return *f;
   f = std::make_unique<Fixture>();
   f->protocol = protocol;
-  f->dir = BenchDir("agent" + std::to_string(n));
+  f->dir = BenchDir("agent" + std::to_string(n) + ProtocolName(protocol));
   f->agent = std::make_unique<BenchAgent>(f->dir);
   f->client = std::make_unique<InProcessAgentClient>(*f->agent);
   for (int i = 0; i < n; ++i) {
@@ -79,7 +87,8 @@ Fixture& Get(int n, Protocol protocol) {
     c.pool = "demo";
     c.name = "vol-" + std::to_string(i);
     c.size_bytes = 1 << 20;
-    c.mode = agent_api::VolumeMode::kBlock;
+    c.mode = protocol == Protocol::kNfs ? agent_api::VolumeMode::kFilesystem
+                                        : agent_api::VolumeMode::kBlock;
     c.volume_uid = uid;
     if (!f->client->CreateVolume(c).ok()) std::abort();
     f->uids.push_back(uid);
@@ -101,12 +110,17 @@ int64_t ThreadNanos() {
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-// Adds the split counters for `units` measured operations (calls or exports).
-void Split(benchmark::State& state, TimedFs& fs, int64_t cpu_nanos, int64_t units) {
+// Adds the split counters for `units` measured operations (calls or
+// exports): CPU in file system calls, the agent's own (the tool stand-ins'
+// time taken out), the calls and the processes.
+void Split(benchmark::State& state, TimedFs& fs, CountingExec& exec, int64_t cpu_nanos,
+           int64_t units) {
   double n = static_cast<double>(units);
   state.counters["fs_us"] = static_cast<double>(fs.nanos()) / 1000.0 / n;
-  state.counters["own_us"] = static_cast<double>(cpu_nanos - fs.nanos()) / 1000.0 / n;
+  state.counters["own_us"] =
+      static_cast<double>(cpu_nanos - fs.nanos() - exec.nanos()) / 1000.0 / n;
   state.counters["fs_calls"] = static_cast<double>(fs.calls()) / n;
+  state.counters["processes"] = static_cast<double>(exec.runs()) / n;
 }
 
 void BM_ApplyExportConverged(benchmark::State& state) {
@@ -124,16 +138,16 @@ void BM_ApplyExportConverged(benchmark::State& state) {
       break;
     }
   }
-  Split(state, fs, ThreadNanos() - start, state.iterations());
+  Split(state, fs, f.agent->exec, ThreadNanos() - start, state.iterations());
   // A no-op writes nothing and starts no process.
   state.counters["writes"] = static_cast<double>(fs.mutations()) / state.iterations();
-  state.counters["processes"] = static_cast<double>(f.agent->exec.runs()) / state.iterations();
 }
 
 void BM_ApplyExportAclChange(benchmark::State& state) {
   Fixture& f = Get(static_cast<int>(state.range(0)), ProtocolArg(state.range(1)));
   TimedFs& fs = f.agent->timed;
   fs.Reset();
+  f.agent->exec.ResetRuns();
   int64_t start = ThreadNanos();
   for (auto _ : state) {
     // The generation's parity picks the host, so every call is a real change
@@ -150,16 +164,17 @@ void BM_ApplyExportAclChange(benchmark::State& state) {
       break;
     }
   }
-  Split(state, fs, ThreadNanos() - start, state.iterations());
+  Split(state, fs, f.agent->exec, ThreadNanos() - start, state.iterations());
 }
 
 // The target lost its whole tree (module reload, reboot): every export is
 // applied again, one ApplyExport per volume (range 1 = 0) or all of them in
-// one ApplyExports (range 1 = 1). Figures are per export.
+// one ApplyExports (range 1 = 1). Figures are per export. For NFS the wipe
+// is `exportfs -ua` (the files in exports.d stay, as they do).
 void BM_RebuildAfterWipe(benchmark::State& state) {
   const int n = static_cast<int>(state.range(0));
   const bool batch = state.range(1) == 1;
-  Fixture& f = Get(n, Protocol::kNvmeofTcp);
+  Fixture& f = Get(n, ProtocolArg(state.range(2)));
   TimedFs& fs = f.agent->timed;
   std::vector<agent_api::ApplyExportRequest> reqs;
   for (int i = 0; i < n; ++i) {
@@ -168,14 +183,26 @@ void BM_RebuildAfterWipe(benchmark::State& state) {
     reqs.push_back(Request(f, i, i == 0 ? f.generation : 1, hosts));
   }
   int64_t cpu = 0;
-  int64_t fs_nanos = 0, fs_calls = 0;
+  int64_t fs_nanos = 0, fs_calls = 0, exec_nanos = 0, runs = 0;
+  auto wipe = [&]() -> bool {
+    switch (f.protocol) {
+      case Protocol::kNvmeofTcp:
+        return f.agent->sim.UnloadNvmet().ok() && f.agent->sim.LoadNvmet().ok();
+      case Protocol::kIscsi:
+        return f.agent->sim.UnloadLio().ok() && f.agent->sim.LoadLio().ok();
+      case Protocol::kNfs:
+        return f.agent->tools.Run({{"exportfs", "-ua"}, "", std::chrono::seconds(1)}).ok();
+    }
+    return false;
+  };
   for (auto _ : state) {
     state.PauseTiming();
-    if (!f.agent->sim.UnloadNvmet().ok() || !f.agent->sim.LoadNvmet().ok()) {
-      state.SkipWithError("reload failed");
+    if (!wipe()) {
+      state.SkipWithError("wipe failed");
       break;
     }
     fs.Reset();
+    f.agent->exec.ResetRuns();
     int64_t start = ThreadNanos();
     state.ResumeTiming();
     bool failed = false;
@@ -195,6 +222,8 @@ void BM_RebuildAfterWipe(benchmark::State& state) {
     cpu += ThreadNanos() - start;
     fs_nanos += fs.nanos();
     fs_calls += fs.calls();
+    exec_nanos += f.agent->exec.nanos();
+    runs += f.agent->exec.runs();
     state.ResumeTiming();
     if (failed) {
       state.SkipWithError("an export was not rebuilt");
@@ -204,8 +233,9 @@ void BM_RebuildAfterWipe(benchmark::State& state) {
   double exports = static_cast<double>(state.iterations()) * n;
   state.counters["cpu_us_per_export"] = static_cast<double>(cpu) / 1000.0 / exports;
   state.counters["fs_us"] = static_cast<double>(fs_nanos) / 1000.0 / exports;
-  state.counters["own_us"] = static_cast<double>(cpu - fs_nanos) / 1000.0 / exports;
+  state.counters["own_us"] = static_cast<double>(cpu - fs_nanos - exec_nanos) / 1000.0 / exports;
   state.counters["fs_calls"] = static_cast<double>(fs_calls) / exports;
+  state.counters["processes"] = static_cast<double>(runs) / exports;
   state.SetItemsProcessed(state.iterations() * n);
 }
 
@@ -220,22 +250,36 @@ void BM_ListExports(benchmark::State& state) {
 }
 
 void Sizes(benchmark::internal::Benchmark* b) {
-  for (int64_t protocol : {0, 1}) {
+  for (int64_t protocol : {0, 1, 2}) {
     for (int64_t n : {1, 100, 1000, 10000}) b->Args({n, protocol});
+  }
+}
+
+// Rebuilds per protocol; NFS one call per volume stops at 1,000: each call
+// reads the whole table back (`exportfs -v`), so 10,000 single calls parse
+// 10^8 lines, which is what the batch is for.
+void RebuildSizes(benchmark::internal::Benchmark* b) {
+  for (int64_t protocol : {0, 1, 2}) {
+    for (int64_t n : {100, 1000, 10000}) {
+      for (int64_t batch : {0, 1}) {
+        if (protocol == 2 && n == 10000 && batch == 0) continue;
+        b->Args({n, batch, protocol});
+      }
+    }
   }
 }
 
 BENCHMARK(BM_ApplyExportConverged)
     ->Apply(Sizes)
-    ->ArgNames({"exports", "iscsi"})
+    ->ArgNames({"exports", "proto"})
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_ApplyExportAclChange)
     ->Apply(Sizes)
-    ->ArgNames({"exports", "iscsi"})
+    ->ArgNames({"exports", "proto"})
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_RebuildAfterWipe)
-    ->ArgsProduct({{100, 1000, 10000}, {0, 1}})
-    ->ArgNames({"exports", "batch"})
+    ->Apply(RebuildSizes)
+    ->ArgNames({"exports", "batch", "proto"})
     ->Unit(benchmark::kMillisecond)
     ->Iterations(3);
 BENCHMARK(BM_ListExports)->Arg(1)->Arg(100)->Arg(1000)->Unit(benchmark::kMillisecond);

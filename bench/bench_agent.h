@@ -1,9 +1,11 @@
 // An in-process agent for benchmarks: the real AgentCore, FileBackend,
-// NvmetExporter on the configfs simulator and FencingMarks, all on a
+// NvmetExporter and LioExporter on the configfs simulator, NfsExporter on an
+// exportfs stand-in, and FencingMarks, all on a
 // temporary directory, behind the real AgentService and an AgentClient that
-// calls it without a socket. Only losetup is stood in for (LoopTableExec),
-// because a benchmark of 1,000 exports must not attach 1,000 loop devices;
-// the figures are the agent's own cost, not the kernel's.
+// calls it without a socket. Only the tools are stood in for (losetup by
+// LoopTableExec, exportfs by ExportfsTableExec): a benchmark of 1,000 exports
+// must not attach 1,000 loop devices, and this machine has no knfsd; the
+// figures are the agent's own cost, not the kernel's or the tools'.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -23,6 +25,7 @@
 #include "agent/agent_service.h"
 #include "agent/backends/file_backend.h"
 #include "agent/exporters/lio_exporter.h"
+#include "agent/exporters/nfs_exporter.h"
 #include "agent/exporters/nvmet_exporter.h"
 #include "agent/fencing/fencing_marks.h"
 #include "common/clock.h"
@@ -98,20 +101,119 @@ class LoopTableExec : public Exec {
   int next_ = 0;
 };
 
-// Counts the processes an agent starts (through `inner`).
+// nfs-utils' exportfs on a table kept in memory and written to `etab` on
+// every change (a new file renamed into place, as nfs-utils does): -v prints
+// it in the real layout, -o sets one client, -u removes its arguments, -a
+// adds every line of the files in `exports_dir` and keeps the rest, -ua
+// empties it. Everything else goes to `inner` (losetup).
+class ExportfsTableExec : public Exec {
+ public:
+  ExportfsTableExec(Exec& inner, std::string exports_dir, std::string etab)
+      : inner_(inner), exports_dir_(std::move(exports_dir)), etab_(std::move(etab)) {
+    Save();
+  }
+
+  StatusOr<ExecResult> Run(const Command& cmd) override {
+    const auto& a = cmd.argv;
+    if (a.empty() || a[0] != "exportfs") return inner_.Run(cmd);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (a.size() == 2 && a[1] == "-v") return ExecResult{0, Print(), ""};
+    if (a.size() == 4 && a[1] == "-o") {
+      size_t colon = a[3].find(':');
+      table_[{a[3].substr(colon + 1), a[3].substr(0, colon)}] = Printed(a[2]);
+    } else if (a.size() >= 2 && a[1] == "-u") {
+      for (size_t i = 2; i < a.size(); ++i) {
+        size_t colon = a[i].find(':');
+        table_.erase({a[i].substr(colon + 1), a[i].substr(0, colon)});
+      }
+    } else if (a.size() == 2 && a[1] == "-ua") {
+      table_.clear();
+    } else if (a.size() == 2 && a[1] == "-a") {
+      std::error_code ec;
+      for (const auto& f : std::filesystem::directory_iterator(exports_dir_, ec)) {
+        std::ifstream in(f.path());
+        std::string line;
+        while (std::getline(in, line)) {
+          if (line.empty() || line[0] == '#') continue;
+          size_t sp = line.find(' ');
+          std::string path = line.substr(0, sp);
+          while (sp != std::string::npos) {
+            size_t next = line.find(' ', sp + 1);
+            std::string spec =
+                line.substr(sp + 1, next == std::string::npos ? next : next - sp - 1);
+            size_t paren = spec.find('(');
+            table_[{path, spec.substr(0, paren)}] =
+                Printed(spec.substr(paren + 1, spec.size() - paren - 2));
+            sp = next;
+          }
+        }
+      }
+    } else {
+      return NotFound("bench exec: " + cmd.ToString());
+    }
+    Save();
+    return ExecResult{0, "", ""};
+  }
+
+ private:
+  // pillar's "rw,sync,<check>,<squash>,fsid=..." as exportfs -v shows it.
+  static std::string Printed(const std::string& given) {
+    bool check = given.find("no_subtree_check") == std::string::npos;
+    bool squash = given.find("no_root_squash") == std::string::npos;
+    return std::string("sync,wdelay,hide,") + (check ? "" : "no_subtree_check,") +
+           given.substr(given.find("fsid=")) + ",sec=sys,rw," +
+           (squash ? "root_squash" : "no_root_squash") + ",no_all_squash";
+  }
+  std::string Print() const {
+    std::string out;
+    for (const auto& [key, opts] : table_) {
+      const auto& [path, client] = key;
+      std::string host = client == "*" ? "<world>" : client;
+      out += path.size() > 14 ? path + "\n\t\t" + host
+                              : path + std::string(14 - path.size(), ' ') + "\t" + host;
+      out += "(" + opts + ")\n";
+    }
+    return out;
+  }
+  void Save() {
+    {
+      std::ofstream tmp(etab_ + ".tmp");
+      for (const auto& [key, opts] : table_) tmp << key.first << "\t" << key.second << "\n";
+    }
+    std::filesystem::rename(etab_ + ".tmp", etab_);
+  }
+
+  Exec& inner_;
+  std::string exports_dir_;
+  std::string etab_;
+  std::mutex mu_;
+  std::map<std::pair<std::string, std::string>, std::string> table_;  // (path, client) -> opts
+};
+
+// Counts the processes an agent starts (through `inner`) and the CPU time
+// spent in them, which a stand-in runs in this process: a benchmark takes it
+// out of the agent's own figure.
 class CountingExec : public Exec {
  public:
   explicit CountingExec(Exec& inner) : inner_(inner) {}
   StatusOr<ExecResult> Run(const Command& cmd) override {
     ++runs_;
-    return inner_.Run(cmd);
+    int64_t start = TimedFs::ThreadNanos();
+    auto r = inner_.Run(cmd);
+    nanos_ += TimedFs::ThreadNanos() - start;
+    return r;
   }
   int64_t runs() const { return runs_; }
-  void ResetRuns() { runs_ = 0; }
+  int64_t nanos() const { return nanos_; }
+  void ResetRuns() {
+    runs_ = 0;
+    nanos_ = 0;
+  }
 
  private:
   Exec& inner_;
   std::atomic<int64_t> runs_{0};
+  std::atomic<int64_t> nanos_{0};
 };
 
 // Every file system call of the agent (configfs, the pool, the fencing
@@ -122,6 +224,8 @@ struct BenchAgent {
     std::filesystem::create_directories(dir + "/configfs");
     std::filesystem::create_directories(dir + "/generations");
     std::filesystem::create_directories(dir + "/pool");
+    std::filesystem::create_directories(dir + "/nfsd");
+    std::ofstream(dir + "/nfsd/threads") << "8\n";
     (void)sim.LoadNvmet();
     (void)sim.LoadLio();
     agent::AgentCoreOptions opts;
@@ -132,6 +236,8 @@ struct BenchAgent {
                                                        loops.ServeSysfs(dir + "/sys")));
     core->AddExporter(std::make_unique<agent::NvmetExporter>(timed, dir + "/configfs"));
     core->AddExporter(std::make_unique<agent::LioExporter>(timed, dir + "/configfs"));
+    core->AddExporter(std::make_unique<agent::NfsExporter>(
+        exec, timed, dir + "/exports.d", dir + "/nfsd", dir + "/mountinfo", dir + "/etab"));
     core->CheckTargetState();
     service = std::make_unique<agent::AgentService>(*core);
   }
@@ -140,7 +246,8 @@ struct BenchAgent {
   PosixFs fs;
   SystemClock clock;
   LoopTableExec loops;
-  CountingExec exec{loops};
+  ExportfsTableExec tools{loops, root + "/exports.d", root + "/etab"};
+  CountingExec exec{tools};
   pillar::testing::ConfigfsSim sim;
   TimedFs timed;
   agent::FencingMarks marks;

@@ -106,12 +106,14 @@ class TimedFs : public Fs {
     return Timed([&] { return inner_.AllocatedBytes(p); });
   }
 
- private:
+  // CPU time of the calling thread.
   static int64_t ThreadNanos() {
     timespec ts{};
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
   }
+
+ private:
   template <typename F>
   std::invoke_result_t<F> Timed(F&& f) {
     int64_t start = ThreadNanos();

@@ -410,8 +410,7 @@ StatusOr<Credentials> AgentCore::ResolveCredentials(const std::string& agent_vol
   return *kept;
 }
 
-Status AgentCore::ApplyExportOnly(const ApplyExportRequest& req,
-                                  std::vector<std::string>* changes) {
+StatusOr<Credentials> AgentCore::CheckApplyRequest(const ApplyExportRequest& req) {
   ASSIGN_OR_RETURN(Split split, SplitId(req.agent_volume_id));
   RETURN_IF_ERROR(ValidateFence(req.fence));
   RETURN_IF_ERROR(ValidateParams(req.protocol, req.params));
@@ -420,15 +419,20 @@ Status AgentCore::ApplyExportOnly(const ApplyExportRequest& req,
                                                          req.params, req.credentials));
   RETURN_IF_ERROR(FindPool(split.pool).status());
   RETURN_IF_ERROR(FindExporter(req.protocol).status());
-
-  auto guard = volume_locks_.Lock(req.agent_volume_id);
-  return ApplyExportLocked(req.agent_volume_id, req.protocol, req.params, req.fence,
-                           req.allowed_hosts, std::move(creds), changes);
+  return creds;
 }
 
 StatusOr<ExportReport> AgentCore::ApplyExport(const ApplyExportRequest& req,
                                               std::vector<std::string>* changes) {
-  RETURN_IF_ERROR(ApplyExportOnly(req, changes));
+  ASSIGN_OR_RETURN(Credentials creds, CheckApplyRequest(req));
+  {
+    auto guard = volume_locks_.Lock(req.agent_volume_id);
+    std::vector<LockedApply> one(1);
+    one[0] = LockedApply{req.agent_volume_id, req.protocol,     req.params, req.fence,
+                         req.allowed_hosts,   std::move(creds), changes,    Status::Ok()};
+    ApplyManyLocked(one);
+    RETURN_IF_ERROR(one[0].status);
+  }
   return ReadBack(req.agent_volume_id, req.protocol);
 }
 
@@ -439,13 +443,12 @@ StatusOr<ExportReport> AgentCore::ReadBack(const std::string& agent_volume_id, P
   return Describe(protocol, std::move(*actual));
 }
 
-Status AgentCore::ApplyExportLocked(const std::string& agent_volume_id, Protocol protocol,
-                                    const ExportParams& params, const FenceToken& fence,
-                                    const std::vector<std::string>& allowed_hosts,
-                                    Credentials creds, std::vector<std::string>* changes) {
+StatusOr<KernelExport> AgentCore::PrepareExportLocked(const LockedApply& item) {
+  const std::string& agent_volume_id = item.agent_volume_id;
+  const FenceToken& fence = item.fence;
   ASSIGN_OR_RETURN(Split split, SplitId(agent_volume_id));
   ASSIGN_OR_RETURN(Backend * backend, FindPool(split.pool));
-  ASSIGN_OR_RETURN(Exporter * exporter, FindExporter(protocol));
+  ASSIGN_OR_RETURN(Exporter * exporter, FindExporter(item.protocol));
   // A stale writer learns nothing and changes nothing.
   RETURN_IF_ERROR(marks_.Check(agent_volume_id, fence.volume_uid, fence.publication_generation));
   auto vol = backend->Get(split.name);
@@ -464,17 +467,18 @@ Status AgentCore::ApplyExportLocked(const std::string& agent_volume_id, Protocol
                                    : "marked as lifecycle " + vol->owner_uid + "'s") +
                               "; refusing to export it for " + fence.volume_uid);
   }
-  if (vol->mode != ModeFor(protocol)) {
+  if (vol->mode != ModeFor(item.protocol)) {
     return FailedPrecondition("volume " + agent_volume_id + " is a " + VolumeModeName(vol->mode) +
-                              " volume; " + ProtocolName(protocol) + " serves " +
-                              VolumeModeName(ModeFor(protocol)) + " volumes");
+                              " volume; " + ProtocolName(item.protocol) + " serves " +
+                              VolumeModeName(ModeFor(item.protocol)) + " volumes");
   }
   RETURN_IF_ERROR(EnsureTargetLoaded(*exporter));
   RETURN_IF_ERROR(marks_.Advance(agent_volume_id, fence.volume_uid, fence.publication_generation));
   // Kept before they are used, so the export can be rebuilt without the
   // controller; a stale writer was refused above and stores nothing.
-  if (params.auth == kAuthChap && options_.credentials != nullptr) {
-    ASSIGN_OR_RETURN(bool wrote, options_.credentials->Put(agent_volume_id, protocol, creds));
+  if (item.params.auth == kAuthChap && options_.credentials != nullptr) {
+    ASSIGN_OR_RETURN(bool wrote,
+                     options_.credentials->Put(agent_volume_id, item.protocol, item.creds));
     if (wrote) log::Info("credentials kept", {{"volume", agent_volume_id}});
   }
   ASSIGN_OR_RETURN(std::string backing, backend->Expose(split.name, vol->mode));
@@ -482,10 +486,10 @@ Status AgentCore::ApplyExportLocked(const std::string& agent_volume_id, Protocol
   KernelExport want;
   want.agent_volume_id = agent_volume_id;
   want.backing = backing;
-  want.params = params;
-  want.allowed_hosts.insert(allowed_hosts.begin(), allowed_hosts.end());
-  want.credentials = std::move(creds);
-  switch (protocol) {
+  want.params = item.params;
+  want.allowed_hosts.insert(item.hosts.begin(), item.hosts.end());
+  want.credentials = item.creds;
+  switch (item.protocol) {
     case Protocol::kNvmeofTcp:
       want.target_id = TargetName(options_.nqn_prefix, agent_volume_id);
       break;
@@ -496,32 +500,91 @@ Status AgentCore::ApplyExportLocked(const std::string& agent_volume_id, Protocol
       want.target_id = backing;
       break;
   }
-  std::vector<std::string> local;
-  std::vector<std::string>* out = changes != nullptr ? changes : &local;
-  size_t before = out->size();
-  RETURN_IF_ERROR(exporter->Apply(want, out).Annotate("export " + agent_volume_id));
-  if (out->size() != before) {
-    log::Info("export converged",
-              {{"volume", agent_volume_id},
-               {"protocol", ProtocolName(protocol)},
-               {"generation", fence.publication_generation},
-               {"changes",
-                std::vector<std::string>(out->begin() + static_cast<long>(before), out->end())}});
+  return want;
+}
+
+void AgentCore::ApplyManyLocked(std::vector<LockedApply>& items) {
+  // Each volume's own checks first (fence, ownership, mode, backing), then
+  // one ApplyMany per exporter: exportfs rewrites its whole table per run,
+  // so a batch of NFS volumes costs one run, not one per volume.
+  std::vector<std::vector<std::string>> local(items.size());
+  std::vector<KernelExport> wants(items.size());
+  std::vector<size_t> before(items.size(), 0);
+  std::map<Protocol, std::vector<size_t>> by_protocol;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (items[i].changes == nullptr) items[i].changes = &local[i];
+    before[i] = items[i].changes->size();
+    auto want = PrepareExportLocked(items[i]);
+    if (!want.ok()) {
+      items[i].status = want.status();
+      continue;
+    }
+    wants[i] = std::move(*want);
+    by_protocol[items[i].protocol].push_back(i);
   }
-  {
-    // Remembered only once applied: a repair rebuilds what the kernel had.
-    std::lock_guard<std::mutex> lock(applied_mu_);
-    applied_[agent_volume_id] = AppliedExport{protocol, params, fence, allowed_hosts};
+  for (auto& [protocol, indices] : by_protocol) {
+    Exporter* exporter = *FindExporter(protocol);  // found by PrepareExportLocked
+    std::vector<ApplyItem> batch;
+    batch.reserve(indices.size());
+    for (size_t i : indices) batch.push_back(ApplyItem{&wants[i], items[i].changes, Status::Ok()});
+    exporter->ApplyMany(batch);
+    for (size_t k = 0; k < indices.size(); ++k) {
+      LockedApply& item = items[indices[k]];
+      if (!batch[k].status.ok()) {
+        item.status = batch[k].status.Annotate("export " + item.agent_volume_id);
+        continue;
+      }
+      item.status = Status::Ok();
+      const std::vector<std::string>& out = *item.changes;
+      if (out.size() != before[indices[k]]) {
+        log::Info(
+            "export converged",
+            {{"volume", item.agent_volume_id},
+             {"protocol", ProtocolName(protocol)},
+             {"generation", item.fence.publication_generation},
+             {"changes", std::vector<std::string>(
+                             out.begin() + static_cast<long>(before[indices[k]]), out.end())}});
+      }
+      // Remembered only once applied: a repair rebuilds what the kernel had.
+      std::lock_guard<std::mutex> lock(applied_mu_);
+      applied_[item.agent_volume_id] = AppliedExport{protocol, item.params, item.fence, item.hosts};
+    }
   }
-  return Status::Ok();
 }
 
 std::vector<ApplyExportOutcome> AgentCore::ApplyExports(
     const std::vector<ApplyExportRequest>& reqs) {
   std::vector<ApplyExportOutcome> out(reqs.size());
+  std::vector<LockedApply> batch;
+  std::vector<size_t> index;  // batch[k] answers reqs[index[k]]
+  std::set<std::string> ids;
   for (size_t i = 0; i < reqs.size(); ++i) {
-    out[i].status = ApplyExportOnly(reqs[i], &out[i].changes);
+    const ApplyExportRequest& req = reqs[i];
+    auto creds = CheckApplyRequest(req);
+    if (!creds.ok()) {
+      out[i].status = creds.status();
+      continue;
+    }
+    if (!ids.insert(req.agent_volume_id).second) {
+      out[i].status =
+          InvalidArgument("exports[" + std::to_string(i) + "]: agent volume id " +
+                          req.agent_volume_id + " appears more than once in one ApplyExports call");
+      continue;
+    }
+    batch.push_back(LockedApply{req.agent_volume_id, req.protocol, req.params, req.fence,
+                                req.allowed_hosts, std::move(*creds), &out[i].changes,
+                                Status::Ok()});
+    index.push_back(i);
   }
+  {
+    // Every volume's lock, taken in the order of their ids so two batches
+    // (or a batch and a repair) never wait on each other in a circle.
+    std::vector<NamedLocks::Guard> guards;
+    guards.reserve(ids.size());
+    for (const auto& id : ids) guards.push_back(volume_locks_.Lock(id));
+    ApplyManyLocked(batch);
+  }
+  for (size_t k = 0; k < batch.size(); ++k) out[index[k]].status = batch[k].status;
   // Read back once all are applied: an exporter that reads its whole table
   // to answer (exportfs -v) reads it once for the batch, not once per item.
   for (size_t i = 0; i < reqs.size(); ++i) {
@@ -544,30 +607,41 @@ int AgentCore::RepairExports(Protocol protocol) {
       if (a.protocol == protocol) remembered.emplace(id, a);
     }
   }
-  int repaired = 0;
+  std::vector<LockedApply> batch;
+  std::vector<std::vector<std::string>> changes(remembered.size());
   for (const auto& [id, a] : remembered) {
     auto creds = ResolveCredentials(id, protocol, a.params, std::nullopt);
     if (!creds.ok()) {
       log::Warn("export not repaired", {{"volume", id}, {"error", creds.status().ToString()}});
       continue;
     }
-    auto guard = volume_locks_.Lock(id);
-    {
-      // Withdrawn (unexported) or re-applied since the snapshot: the
-      // controller's newer word stands, never this memory.
-      std::lock_guard<std::mutex> lock(applied_mu_);
-      auto it = applied_.find(id);
-      if (it == applied_.end() || !(it->second == a)) continue;
-    }
-    std::vector<std::string> changes;
-    Status r =
-        ApplyExportLocked(id, protocol, a.params, a.fence, a.hosts, std::move(*creds), &changes);
-    if (!r.ok()) {
+    batch.push_back(LockedApply{id, protocol, a.params, a.fence, a.hosts, std::move(*creds),
+                                &changes[batch.size()], Status::Ok()});
+  }
+  // Locks in id order (the map's), as ApplyExports takes them.
+  std::vector<NamedLocks::Guard> guards;
+  guards.reserve(batch.size());
+  std::vector<LockedApply> current;
+  for (auto& item : batch) {
+    guards.push_back(volume_locks_.Lock(item.agent_volume_id));
+    // Withdrawn (unexported) or re-applied since the snapshot: the
+    // controller's newer word stands, never this memory.
+    std::lock_guard<std::mutex> lock(applied_mu_);
+    auto it = applied_.find(item.agent_volume_id);
+    if (it == applied_.end() || !(it->second == remembered.at(item.agent_volume_id))) continue;
+    current.push_back(std::move(item));
+  }
+  ApplyManyLocked(current);
+  guards.clear();
+  int repaired = 0;
+  for (const auto& item : current) {
+    if (!item.status.ok()) {
       // A fenced generation (ABORTED) ends here too: nothing is applied.
-      log::Warn("export not repaired", {{"volume", id}, {"error", r.ToString()}});
+      log::Warn("export not repaired",
+                {{"volume", item.agent_volume_id}, {"error", item.status.ToString()}});
       continue;
     }
-    if (!changes.empty()) ++repaired;
+    if (!item.changes->empty()) ++repaired;
   }
   if (repaired > 0) {
     log::Info("exports repaired on a kernel event",

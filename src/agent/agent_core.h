@@ -165,8 +165,11 @@ class AgentCore {
   StatusOr<ExportReport> ApplyExport(const ApplyExportRequest& req,
                                      std::vector<std::string>* changes);
   // ApplyExport for many volumes (a rebuild, one controller pass): each item
-  // validated, fenced and applied on its own, in order; one refused or failed
-  // item stops none of the others. One outcome per item.
+  // validated and fenced on its own; one refused or failed item stops none of
+  // the others. The batch holds every volume's lock while it applies, and
+  // each exporter converges its volumes at once (NFS: one exportfs run for
+  // the batch). A volume named twice answers INVALID_ARGUMENT the second
+  // time. One outcome per item.
   std::vector<ApplyExportOutcome> ApplyExports(const std::vector<ApplyExportRequest>& reqs);
   StatusOr<ExportReport> GetExport(const std::string& agent_volume_id, Protocol protocol);
   StatusOr<std::vector<ExportReport>> ListExports();
@@ -199,15 +202,29 @@ class AgentCore {
   StatusOr<Exporter*> FindExporter(Protocol protocol);
   Status EnsureTargetLoaded(Exporter& exporter);
   StatusOr<ExportReport> Describe(Protocol protocol, ActualExport actual);
-  // ApplyExport without its read-back: validation, the volume's lock, the apply.
-  Status ApplyExportOnly(const ApplyExportRequest& req, std::vector<std::string>* changes);
+  // An ApplyExport request's checks that need no lock: ids, fence, params,
+  // hosts, credentials, pool and exporter. The credentials to use.
+  StatusOr<Credentials> CheckApplyRequest(const ApplyExportRequest& req);
   // What the kernel has for a volume just applied.
   StatusOr<ExportReport> ReadBack(const std::string& agent_volume_id, Protocol protocol);
-  // ApplyExport after validation, with the volume's lock held.
-  Status ApplyExportLocked(const std::string& agent_volume_id, Protocol protocol,
-                           const ExportParams& params, const FenceToken& fence,
-                           const std::vector<std::string>& allowed_hosts, Credentials creds,
-                           std::vector<std::string>* changes);
+  // One export to converge, checked by CheckApplyRequest, its lock held.
+  struct LockedApply {
+    std::string agent_volume_id;
+    Protocol protocol = Protocol::kNvmeofTcp;
+    ExportParams params;
+    FenceToken fence;
+    std::vector<std::string> hosts;
+    Credentials creds;
+    std::vector<std::string>* changes = nullptr;  // null: not reported
+    Status status;                                // the outcome
+  };
+  // The per-volume checks and steps before the exporter (fence, ownership,
+  // mode, marks, credentials kept, Expose): what the exporter is to write.
+  StatusOr<KernelExport> PrepareExportLocked(const LockedApply& item);
+  // Applies each item (ApplyExport, ApplyExports and RepairExports alike):
+  // its own checks, then one Exporter::ApplyMany per protocol; each applied
+  // one is logged and remembered for RepairExports. Sets every status.
+  void ApplyManyLocked(std::vector<LockedApply>& items);
   Status ValidateHosts(Protocol protocol, const std::vector<std::string>& hosts);
   // The credentials an auth=chap export is to use (see ApplyExport); checks
   // only, writes nothing.

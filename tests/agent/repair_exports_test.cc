@@ -1,9 +1,11 @@
 // AgentCore::RepairExports: what this agent applied comes back after the
 // kernel lost it, with the fence it was applied with; what the controller
 // withdrew since, or fenced with a newer generation, never does.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <map>
+#include <utility>
 
 #include "agent/agent_core.h"
 #include "agent/backends/file_backend.h"
@@ -55,8 +57,14 @@ class TableExporter : public Exporter {
     return Status::Ok();
   }
   std::string StateToken() override { return "nfsd"; }
+  // Records each batch's size, then applies one after the other.
+  void ApplyMany(std::vector<ApplyItem>& items) override {
+    batches.push_back(items.size());
+    Exporter::ApplyMany(items);
+  }
 
   std::map<std::string, ActualExport> table;
+  std::vector<size_t> batches;
 };
 
 class RepairExportsTest : public ::testing::Test {
@@ -76,13 +84,24 @@ class RepairExportsTest : public ::testing::Test {
     ASSERT_TRUE(core_.CreateVolume(create).ok());
   }
 
-  Status Apply(int64_t generation, std::vector<std::string> hosts) {
+  static ApplyExportRequest Request(const std::string& id, const std::string& uid,
+                                    int64_t generation, std::vector<std::string> hosts) {
     ExportParams params;
     params.bind_address = "10.0.0.5";
     params.port = 2049;
-    return core_
-        .ApplyExport({"p/v1", Protocol::kNfs, params, {kUid, generation}, hosts, {}}, nullptr)
-        .status();
+    return {id, Protocol::kNfs, params, {uid, generation}, std::move(hosts), {}};
+  }
+  Status Apply(int64_t generation, std::vector<std::string> hosts) {
+    return core_.ApplyExport(Request("p/v1", kUid, generation, std::move(hosts)), nullptr).status();
+  }
+  // Another volume of the pool, with its own lifecycle uid.
+  void Create(const std::string& name, const std::string& uid) {
+    CreateVolumeRequest create;
+    create.pool = "p";
+    create.name = name;
+    create.size_bytes = 1 << 20;
+    create.volume_uid = uid;
+    ASSERT_TRUE(core_.CreateVolume(create).ok());
   }
 
   TempDir tmp_;
@@ -138,4 +157,45 @@ TEST_F(RepairExportsTest, AStaleWriterLearnsNothingOfTheVolume) {
 }
 
 }  // namespace
+// Issue 26: what a wipe lost comes back in one batch (for NFS one exportfs
+// run for all of it), each volume still fenced on its own.
+TEST_F(RepairExportsTest, EveryLostExportIsRepairedInOneBatchEachFencedOnItsOwn) {
+  const std::string uid2 = "7f0c1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a52";
+  const std::string uid3 = "7f0c1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a53";
+  Create("v2", uid2);
+  Create("v3", uid3);
+  ASSERT_TRUE(Apply(1, {"10.0.0.1"}).ok());
+  ASSERT_TRUE(core_.ApplyExport(Request("p/v2", uid2, 1, {"10.0.0.2"}), nullptr).ok());
+  ASSERT_TRUE(core_.ApplyExport(Request("p/v3", uid3, 1, {"10.0.0.3"}), nullptr).ok());
+  ASSERT_TRUE(marks_.Advance("p/v2", uid2, 2).ok());  // v2's generation 1 is fenced now
+  table_->table.clear();
+  table_->batches.clear();
+  EXPECT_EQ(core_.RepairExports(Protocol::kNfs), 2);
+  EXPECT_EQ(table_->batches, std::vector<size_t>{2}) << "v1 and v3 in one batch; v2 refused";
+  EXPECT_EQ(table_->table.count("p/v1"), 1U);
+  EXPECT_EQ(table_->table.count("p/v2"), 0U);
+  EXPECT_EQ(table_->table.count("p/v3"), 1U);
+}
+
+// ApplyExports hands each exporter its volumes at once and answers each item
+// on its own: a volume named twice is refused the second time, a stale
+// writer is refused alone.
+TEST_F(RepairExportsTest, ApplyExportsIsOneBatchPerExporterAndRefusesAVolumeNamedTwice) {
+  const std::string uid2 = "7f0c1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a52";
+  Create("v2", uid2);
+  ASSERT_TRUE(marks_.Advance("p/v2", uid2, 9).ok());
+  auto out = core_.ApplyExports({Request("p/v1", kUid, 1, {"10.0.0.1"}),
+                                 Request("p/v2", uid2, 3, {"10.0.0.2"}),
+                                 Request("p/v1", kUid, 1, {"10.0.0.9"})});
+  ASSERT_EQ(out.size(), 3U);
+  EXPECT_TRUE(out[0].status.ok()) << out[0].status.ToString();
+  ASSERT_TRUE(out[0].report.has_value());
+  EXPECT_EQ(out[0].report->actual.allowed_hosts, std::set<std::string>{"10.0.0.1"});
+  EXPECT_EQ(out[1].status.code(), Code::kAborted) << out[1].status.ToString();
+  EXPECT_EQ(out[2].status.code(), Code::kInvalidArgument);
+  EXPECT_THAT(out[2].status.message(), ::testing::HasSubstr("more than once"));
+  EXPECT_EQ(table_->batches, std::vector<size_t>{1}) << "only v1 reached the exporter";
+  EXPECT_EQ(table_->table.count("p/v2"), 0U);
+}
+
 }  // namespace pillar::agent

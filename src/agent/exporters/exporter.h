@@ -59,6 +59,14 @@ struct ActualExport {
   std::vector<std::string> drift;
 };
 
+// One volume of a batch (Exporter::ApplyMany): what to converge, where its
+// change lines go, and its own outcome.
+struct ApplyItem {
+  const KernelExport* want = nullptr;
+  std::vector<std::string>* changes = nullptr;
+  Status status;
+};
+
 class Exporter {
  public:
   virtual ~Exporter() = default;
@@ -68,6 +76,15 @@ class Exporter {
   // is missing, fixes what differs, removes ACL entries not in the set.
   // Appends one human-readable line per kernel change to `changes`.
   virtual Status Apply(const KernelExport& want, std::vector<std::string>* changes) = 0;
+
+  // Converges many volumes; each item's status is what Apply would have
+  // answered for it, and one item's failure leaves the others alone. The
+  // default applies them one after the other (configfs work is per volume
+  // anyway); an exporter whose tool rewrites a whole table (exportfs)
+  // overrides it to run that tool once per batch. No volume may appear twice.
+  virtual void ApplyMany(std::vector<ApplyItem>& items) {
+    for (auto& item : items) item.status = Apply(*item.want, item.changes);
+  }
 
   // The export of one volume, or nullopt when the kernel has none.
   virtual StatusOr<std::optional<ActualExport>> Get(const std::string& agent_volume_id) = 0;

@@ -132,12 +132,11 @@ bool OptionsMatch(const std::vector<std::string>& observed, const std::string& f
   return fsid_seen;
 }
 
-std::vector<const ExportfsEntry*> EntriesOf(const std::vector<ExportfsEntry>& live,
-                                            const std::string& path) {
+std::vector<const ExportfsEntry*> EntriesOf(const ExportfsTable& live, const std::string& path) {
   std::vector<const ExportfsEntry*> out;
-  for (const auto& e : live) {
-    if (e.path == path) out.push_back(&e);
-  }
+  auto it = live.by_path.find(path);
+  if (it == live.by_path.end()) return out;
+  for (size_t i : it->second) out.push_back(&live.entries[i]);
   return out;
 }
 
@@ -352,22 +351,35 @@ StatusOr<std::optional<NfsExporter::Record>> NfsExporter::ReadRecord(
   return std::optional<Record>(std::move(r));
 }
 
-StatusOr<std::vector<ExportfsEntry>> NfsExporter::Observe() {
+ExportfsTable IndexExportfs(std::vector<ExportfsEntry> entries) {
+  ExportfsTable t;
+  t.entries = std::move(entries);
+  for (size_t i = 0; i < t.entries.size(); ++i) {
+    t.by_path[t.entries[i].path].push_back(i);
+    for (const auto& opt : t.entries[i].options) {
+      if (opt.rfind("fsid=", 0) == 0) t.by_fsid[opt].push_back(i);
+    }
+  }
+  return t;
+}
+
+StatusOr<std::shared_ptr<const ExportfsTable>> NfsExporter::Observe() {
   // Stamped before it is read: a change made while exportfs runs leaves a
   // stamp that no longer matches, and the next read runs it again.
   std::optional<std::string> stamp = etab_.empty() ? std::nullopt : FileStamp(etab_);
   if (stamp) {
     std::lock_guard<std::mutex> lock(live_mu_);
-    if (live_ && live_->stamp == *stamp) return live_->entries;
+    if (live_ && live_->stamp == *stamp) return live_->table;
   }
   ExecResult result;
   RETURN_IF_ERROR(exec_.RunOk({{"exportfs", "-v"}, "", std::chrono::seconds(30)}, &result));
   ASSIGN_OR_RETURN(auto entries, ParseExportfsVerbose(result.out));
+  auto table = std::make_shared<const ExportfsTable>(IndexExportfs(std::move(entries)));
   if (stamp) {
     std::lock_guard<std::mutex> lock(live_mu_);
-    live_ = Live{*stamp, entries};
+    live_ = Live{*stamp, table};
   }
-  return entries;
+  return table;
 }
 
 void NfsExporter::Forget() {
@@ -377,26 +389,25 @@ void NfsExporter::Forget() {
 
 StatusOr<std::optional<std::string>> NfsExporter::PathOf(const std::string& agent_volume_id,
                                                          const std::optional<Record>& record,
-                                                         const std::vector<ExportfsEntry>& live) {
+                                                         const ExportfsTable& live) {
   if (record) return std::optional<std::string>(record->path);
-  std::string fsid_opt = "fsid=" + NfsFsid(agent_volume_id);
   std::optional<std::string> found;
-  for (const auto& e : live) {
-    for (const auto& opt : e.options) {
-      if (opt != fsid_opt) continue;
-      if (found && *found != e.path) {
-        return Internal("nfs volume " + agent_volume_id + ": its fsid is exported at both " +
-                        *found + " and " + e.path);
-      }
-      found = e.path;
+  auto it = live.by_fsid.find("fsid=" + NfsFsid(agent_volume_id));
+  if (it == live.by_fsid.end()) return found;
+  for (size_t i : it->second) {
+    const ExportfsEntry& e = live.entries[i];
+    if (found && *found != e.path) {
+      return Internal("nfs volume " + agent_volume_id + ": its fsid is exported at both " + *found +
+                      " and " + e.path);
     }
+    found = e.path;
   }
   return found;
 }
 
 ActualExport NfsExporter::Describe(const std::string& agent_volume_id, const std::string& path,
                                    const std::optional<Record>& record,
-                                   const std::vector<ExportfsEntry>& live) const {
+                                   const ExportfsTable& live) const {
   ActualExport a;
   a.agent_volume_id = agent_volume_id;
   a.target_id = path;
@@ -449,12 +460,9 @@ Status NfsExporter::Unexport(const std::string& client, const std::string& path,
                   r.err);
 }
 
-Status NfsExporter::Apply(const KernelExport& want, std::vector<std::string>* changes) {
-  std::vector<std::string> local;
-  if (changes == nullptr) changes = &local;
+Status NfsExporter::Validate(const KernelExport& want) {
   const std::string& id = want.agent_volume_id;
   const std::string& path = want.backing;
-  // Everything is validated before anything is read or run.
   RETURN_IF_ERROR(validate::AgentVolumeId("agent volume id", id));
   RETURN_IF_ERROR(ValidateExportPath("nfs export directory", path));
   if (want.target_id != path) {
@@ -478,19 +486,29 @@ Status NfsExporter::Apply(const KernelExport& want, std::vector<std::string>* ch
     return FailedPrecondition("nfs export of " + id + ": directory " + path +
                               " does not exist; the backend volume must provide it");
   }
+  return Status::Ok();
+}
 
-  std::set<std::string> clients =
-      want.params.acl_enabled ? want.allowed_hosts : std::set<std::string>{"*"};
+StatusOr<NfsExporter::Plan> NfsExporter::Prepare(const KernelExport& want,
+                                                 const StatusOr<std::string>& mountinfo,
+                                                 const ExportfsTable& live,
+                                                 std::vector<std::string>* changes) {
+  const std::string& id = want.agent_volume_id;
+  Plan plan;
+  plan.path = want.backing;
+  const std::string& path = plan.path;
+  plan.clients = want.params.acl_enabled ? want.allowed_hosts : std::set<std::string>{"*"};
+  plan.subtree_check = !mountinfo.ok() || !IsFilesystemRoot(*mountinfo, path);
+  plan.root_squash = want.params.root_squash;
+  plan.opts = NfsExportOptions(id, want.params.root_squash, plan.subtree_check);
+  plan.fsid_opt = "fsid=" + NfsFsid(id);
   std::string file = ExportsFile(id);
-  bool subtree_check = NeedsSubtreeCheck(path);
-  std::string content = RenderFile(id, path, want.params, clients, subtree_check);
+  std::string content = RenderFile(id, path, want.params, plan.clients, plan.subtree_check);
   auto existing = fs_.ReadFile(file);
   if (!existing.ok() && existing.status().code() != Code::kNotFound) {
     return Internal("nfs exports file " + file + " cannot be read: " + existing.status().message());
   }
   ASSIGN_OR_RETURN(auto record, ReadRecord(file, id));
-  ASSIGN_OR_RETURN(auto live, Observe());
-
   // Persist first: the file is what survives an nfs-server restart, and a
   // narrowing is then durable before it is live.
   if (!existing.ok() || *existing != content) {
@@ -500,51 +518,174 @@ Status NfsExporter::Apply(const KernelExport& want, std::vector<std::string>* ch
   }
   // The volume moved to another directory: the old one is exported no more.
   if (record && record->path != path) {
+    plan.old_path = record->path;
     for (const ExportfsEntry* e : EntriesOf(live, record->path)) {
-      RETURN_IF_ERROR(Unexport(e->client, record->path, /*absent_ok=*/true));
-      changes->push_back(Cat("nfs ", record->path, ": unexported from ", e->client,
-                             " (volume moved to ", path, ")"));
+      plan.removals.push_back({e->client, record->path});
     }
   }
-  // Removals before additions, so the live set is never wider than intended.
   std::map<std::string, const ExportfsEntry*> have;
   for (const ExportfsEntry* e : EntriesOf(live, path)) {
-    if (!clients.count(e->client)) {
-      RETURN_IF_ERROR(Unexport(e->client, path, /*absent_ok=*/true));
-      changes->push_back(Cat("nfs ", path, ": unexported from ", e->client));
+    if (!plan.clients.count(e->client)) {
+      plan.removals.push_back({e->client, path});
     } else {
       have[e->client] = e;
     }
   }
-  std::string opts = NfsExportOptions(id, want.params.root_squash, subtree_check);
-  std::string fsid_opt = "fsid=" + NfsFsid(id);
-  for (const auto& client : clients) {
+  for (const auto& client : plan.clients) {
     auto it = have.find(client);
-    if (it != have.end() &&
-        OptionsMatch(it->second->options, fsid_opt, want.params.root_squash, subtree_check)) {
-      continue;
-    }
-    Status exported = exec_.RunOk(
-        {{"exportfs", "-o", opts, ClientArg(client, path)}, "", std::chrono::seconds(30)});
-    Forget();
-    RETURN_IF_ERROR(exported);
     if (it == have.end()) {
-      changes->push_back(Cat("nfs ", path, ": exported to ", client));
-    } else {
-      changes->push_back(Cat("nfs ", path, ": re-exported to ", client, " (options were ",
-                             Join(it->second->options, ','), ")"));
+      plan.additions.push_back({client, std::nullopt});
+    } else if (!OptionsMatch(it->second->options, plan.fsid_opt, want.params.root_squash,
+                             plan.subtree_check)) {
+      plan.additions.push_back({client, Join(it->second->options, ',')});
     }
   }
+  return plan;
+}
+
+// The lines a converged plan reports, in the order the changes were made.
+void NfsExporter::Report(const Plan& plan, std::vector<std::string>* changes) {
+  for (const auto& [client, path] : plan.removals) {
+    changes->push_back(path == plan.path ? Cat("nfs ", path, ": unexported from ", client)
+                                         : Cat("nfs ", path, ": unexported from ", client,
+                                               " (volume moved to ", plan.path, ")"));
+  }
+  for (const auto& [client, was] : plan.additions) {
+    changes->push_back(
+        was ? Cat("nfs ", plan.path, ": re-exported to ", client, " (options were ", *was, ")")
+            : Cat("nfs ", plan.path, ": exported to ", client));
+  }
+}
+
+Status NfsExporter::Apply(const KernelExport& want, std::vector<std::string>* changes) {
+  std::vector<std::string> local;
+  if (changes == nullptr) changes = &local;
+  // Everything is validated before anything is read or run.
+  RETURN_IF_ERROR(Validate(want));
+  auto mountinfo = fs_.ReadFile(mountinfo_);
+  ASSIGN_OR_RETURN(auto live, Observe());
+  ASSIGN_OR_RETURN(Plan plan, Prepare(want, mountinfo, *live, changes));
+  // Removals before additions, so the live set is never wider than intended.
+  for (const auto& [client, path] : plan.removals) {
+    RETURN_IF_ERROR(Unexport(client, path, /*absent_ok=*/true));
+  }
+  for (const auto& [client, was] : plan.additions) {
+    Status exported = exec_.RunOk({{"exportfs", "-o", plan.opts, ClientArg(client, plan.path)},
+                                   "",
+                                   std::chrono::seconds(30)});
+    Forget();
+    RETURN_IF_ERROR(exported);
+  }
+  Report(plan, changes);
   return Status::Ok();
+}
+
+void NfsExporter::ApplyMany(std::vector<ApplyItem>& items) {
+  // One volume: `exportfs -o` per client touches nothing but it.
+  if (items.size() < 2) {
+    Exporter::ApplyMany(items);
+    return;
+  }
+  std::vector<std::string> local;
+  std::vector<std::optional<Plan>> plans(items.size());
+  for (auto& item : items) {
+    if (item.changes == nullptr) item.changes = &local;
+    item.status = Validate(*item.want);
+  }
+  auto mountinfo = fs_.ReadFile(mountinfo_);
+  auto live = Observe();
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (!items[i].status.ok()) continue;
+    if (!live.ok()) {
+      items[i].status = live.status();
+      continue;
+    }
+    auto plan = Prepare(*items[i].want, mountinfo, **live, items[i].changes);
+    if (!plan.ok()) {
+      items[i].status = plan.status();
+      continue;
+    }
+    plans[i] = std::move(*plan);
+  }
+  // Every removal in one `exportfs -u`, before anything is added: the live
+  // set is never wider than intended. A client already gone is no error
+  // (the tool says "Could not find" and goes on with the others); what
+  // counts is the table afterwards.
+  Command unexport{{"exportfs", "-u"}, "", std::chrono::seconds(120)};
+  bool add = false;
+  for (const auto& plan : plans) {
+    if (!plan) continue;
+    for (const auto& [client, path] : plan->removals) {
+      unexport.argv.push_back(ClientArg(client, path));
+    }
+    add = add || !plan->additions.empty();
+  }
+  std::string said;  // what the tools said, for an item they failed
+  auto run = [&](const Command& cmd) {
+    auto ran = exec_.Run(cmd);
+    Forget();
+    if (!ran.ok()) {
+      said += Cat("'", cmd.argv[0], " ", cmd.argv[1], "' did not run: ", ran.status().message());
+    } else if (ran->exit_code != 0) {
+      said += Cat("'", cmd.argv[0], " ", cmd.argv[1], "' exited ", std::to_string(ran->exit_code),
+                  ": ", ran->err.substr(0, 2000));
+    }
+  };
+  if (unexport.argv.size() > 2) run(unexport);
+  // Every addition and option change from the files just written, in one
+  // run: `exportfs -a` exports what exports.d and /etc/exports say and keeps
+  // what the table has besides (exports made with -o, by pillar or by hand),
+  // unlike `exportfs -r`, which would drop them.
+  if (add) run({{"exportfs", "-a"}, "", std::chrono::seconds(120)});
+  if (unexport.argv.size() == 2 && !add) {
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (plans[i]) Report(*plans[i], items[i].changes);
+    }
+    return;
+  }
+  // Each volume answers from the table as it is now.
+  auto after = Observe();
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (!plans[i]) continue;
+    if (!after.ok()) {
+      items[i].status = after.status();
+      continue;
+    }
+    const Plan& plan = *plans[i];
+    std::string wrong;
+    for (const ExportfsEntry* e : EntriesOf(**after, plan.path)) {
+      if (!plan.clients.count(e->client)) wrong += Cat("; ", e->client, " is still exported");
+    }
+    if (plan.old_path) {
+      for (const ExportfsEntry* e : EntriesOf(**after, *plan.old_path)) {
+        wrong += Cat("; ", e->client, " is still exported ", *plan.old_path);
+      }
+    }
+    for (const auto& client : plan.clients) {
+      bool found = false;
+      for (const ExportfsEntry* e : EntriesOf(**after, plan.path)) {
+        if (e->client != client) continue;
+        found = OptionsMatch(e->options, plan.fsid_opt, plan.root_squash, plan.subtree_check);
+      }
+      if (!found) wrong += Cat("; ", client, " is not exported with ", plan.opts);
+    }
+    if (!wrong.empty()) {
+      items[i].status = Internal(Cat("nfs export of ", items[i].want->agent_volume_id, " at ",
+                                     plan.path, ": after the batch's exportfs", wrong.substr(1),
+                                     said.empty() ? "" : "; " + said));
+      continue;
+    }
+    Report(plan, items[i].changes);
+  }
 }
 
 StatusOr<std::optional<ActualExport>> NfsExporter::Get(const std::string& agent_volume_id) {
   RETURN_IF_ERROR(validate::AgentVolumeId("agent volume id", agent_volume_id));
   ASSIGN_OR_RETURN(auto record, ReadRecord(ExportsFile(agent_volume_id), agent_volume_id));
   ASSIGN_OR_RETURN(auto live, Observe());
-  ASSIGN_OR_RETURN(auto path, PathOf(agent_volume_id, record, live));
+  ASSIGN_OR_RETURN(auto path, PathOf(agent_volume_id, record, *live));
   if (!path) return std::optional<ActualExport>();
-  return std::optional<ActualExport>(Describe(agent_volume_id, *path, record, live));
+  return std::optional<ActualExport>(Describe(agent_volume_id, *path, record, *live));
 }
 
 StatusOr<std::vector<ActualExport>> NfsExporter::List() {
@@ -574,7 +715,7 @@ StatusOr<std::vector<ActualExport>> NfsExporter::List() {
   if (records.empty()) return out;
   ASSIGN_OR_RETURN(auto live, Observe());
   for (const auto& r : records) {
-    out.push_back(Describe(r.agent_volume_id, r.path, r, live));
+    out.push_back(Describe(r.agent_volume_id, r.path, r, *live));
   }
   return out;
 }
@@ -586,7 +727,7 @@ Status NfsExporter::Remove(const std::string& agent_volume_id, std::vector<std::
   std::string file = ExportsFile(agent_volume_id);
   ASSIGN_OR_RETURN(auto record, ReadRecord(file, agent_volume_id));
   ASSIGN_OR_RETURN(auto live, Observe());
-  ASSIGN_OR_RETURN(auto path, PathOf(agent_volume_id, record, live));
+  ASSIGN_OR_RETURN(auto path, PathOf(agent_volume_id, record, *live));
   // The file goes first: should an unexport fail, a restart cannot bring the
   // export back, and the retry still finds the live entries by their fsid.
   if (record) {
@@ -594,7 +735,7 @@ Status NfsExporter::Remove(const std::string& agent_volume_id, std::vector<std::
     changes->push_back(Cat("nfs ", *path, ": removed ", file));
   }
   if (!path) return Status::Ok();
-  for (const ExportfsEntry* e : EntriesOf(live, *path)) {
+  for (const ExportfsEntry* e : EntriesOf(*live, *path)) {
     RETURN_IF_ERROR(Unexport(e->client, *path, /*absent_ok=*/true));
     changes->push_back(Cat("nfs ", *path, ": unexported from ", e->client));
   }

@@ -3,9 +3,13 @@
 // plus the live table converged client by client with `exportfs -o` / `-u`.
 #pragma once
 
+#include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "agent/exporters/exporter.h"
@@ -27,6 +31,15 @@ struct ExportfsEntry {
 
   bool operator==(const ExportfsEntry&) const = default;
 };
+
+// The live table, indexed by path and by fsid option ("fsid=..."), so one
+// volume's lookup does not grow with the exports beside it.
+struct ExportfsTable {
+  std::vector<ExportfsEntry> entries;
+  std::unordered_map<std::string, std::vector<size_t>> by_path;
+  std::unordered_map<std::string, std::vector<size_t>> by_fsid;
+};
+ExportfsTable IndexExportfs(std::vector<ExportfsEntry> entries);
 
 // Parses `exportfs -v` (nfs-utils 2.x): a path, padded to 14 columns and
 // followed by a tab and "client(opts)" on the same line; or, for a path longer
@@ -94,6 +107,14 @@ class NfsExporter : public Exporter {
   // acl_enabled=false exports to "*"; otherwise to exactly allowed_hosts
   // (IP addresses or CIDRs), and an empty set exports to nobody.
   Status Apply(const KernelExport& want, std::vector<std::string>* changes) override;
+  // Many volumes with at most two processes: each file written, every
+  // removal in one `exportfs -u`, then one `exportfs -a` for every addition
+  // and option change (it exports what the files say and keeps every other
+  // entry of the table; `exportfs -r` would drop exports made with -o, by
+  // hand or by Apply). Each volume then answers from the table as it is: a
+  // client missing, extra or with other options fails that volume alone,
+  // naming what the tools said. One item runs Apply.
+  void ApplyMany(std::vector<ApplyItem>& items) override;
   // The live clients of the volume's directory ("*" as acl_enabled=false),
   // bind address and port as recorded in its file. `drift` names a missing
   // file and clients whose options are not pillar's: Apply repairs both.
@@ -117,23 +138,45 @@ class NfsExporter : public Exporter {
     int port = 0;
   };
 
+  // One volume's convergence, worked out from its file and the live table.
+  struct Plan {
+    std::string path;
+    std::optional<std::string> old_path;  // the volume moved from here
+    std::set<std::string> clients;        // what the table is to hold
+    std::string opts;
+    std::string fsid_opt;
+    bool subtree_check = true;
+    bool root_squash = true;
+    std::vector<std::pair<std::string, std::string>> removals;  // client, path
+    // Clients to export, with the options they had when re-exported.
+    std::vector<std::pair<std::string, std::optional<std::string>>> additions;
+  };
+  // Apply's checks, before anything is read or run.
+  Status Validate(const KernelExport& want);
+  // Writes the volume's file when it differs (its change line appended) and
+  // works out what the live table needs. `mountinfo` unreadable: checked.
+  StatusOr<Plan> Prepare(const KernelExport& want, const StatusOr<std::string>& mountinfo,
+                         const ExportfsTable& live, std::vector<std::string>* changes);
+  // The change lines of a plan carried out.
+  static void Report(const Plan& plan, std::vector<std::string>* changes);
+
   // nullopt when the file is absent; INTERNAL when it is unreadable, lacks
   // the "# pillar" line or records another volume than its name says.
   StatusOr<std::optional<Record>> ReadRecord(const std::string& file,
                                              const std::string& expected_id);
   // The live table: `exportfs -v`, or what it printed last while etab is
   // unchanged (see the constructor).
-  StatusOr<std::vector<ExportfsEntry>> Observe();
+  // Shared, never copied: a table of 10,000 exports is read, not copied, per call.
+  StatusOr<std::shared_ptr<const ExportfsTable>> Observe();
   // Forgets the table read last: called after every exportfs that changes it.
   void Forget();
   // The directory of a volume: from its file, else from a live entry that
   // carries the volume's fsid (the file was lost); nullopt when neither.
   StatusOr<std::optional<std::string>> PathOf(const std::string& agent_volume_id,
                                               const std::optional<Record>& record,
-                                              const std::vector<ExportfsEntry>& live);
+                                              const ExportfsTable& live);
   ActualExport Describe(const std::string& agent_volume_id, const std::string& path,
-                        const std::optional<Record>& record,
-                        const std::vector<ExportfsEntry>& live) const;
+                        const std::optional<Record>& record, const ExportfsTable& live) const;
   Status Unexport(const std::string& client, const std::string& path, bool absent_ok);
   // Whether the export of `path` is to check subtrees: true unless the
   // mount table says `path` is a file system's root (also when it cannot be
@@ -149,7 +192,7 @@ class NfsExporter : public Exporter {
   std::mutex live_mu_;  // guards live_
   struct Live {
     std::string stamp;  // etab's device, inode, size and times when it was read
-    std::vector<ExportfsEntry> entries;
+    std::shared_ptr<const ExportfsTable> table;
   };
   std::optional<Live> live_;
 };

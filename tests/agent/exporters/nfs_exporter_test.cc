@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <utility>
 
 #include "common/fake_exec.h"
@@ -17,6 +18,7 @@ namespace {
 
 using pillar::testing::FakeExec;
 using pillar::testing::TempDir;
+using ::testing::AllOf;
 using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -206,18 +208,53 @@ class SimExportfs {
       WriteEtab();
       return ExecResult{0, "", ""};
     });
+    // Several client:path arguments at once; one not found is reported and
+    // the rest are still removed, as nfs-utils does.
     exec.On({"exportfs", "-u"}, [this](const Command& c) -> StatusOr<ExecResult> {
-      auto [client, path] = Split(c.argv.at(2));
-      for (auto it = table_.begin(); it != table_.end(); ++it) {
-        if (it->path == path && it->client == client) {
-          table_.erase(it);
-          WriteEtab();
-          return ExecResult{0, "", ""};
+      std::string err;
+      for (size_t i = 2; i < c.argv.size(); ++i) {
+        auto [client, path] = Split(c.argv[i]);
+        bool found = false;
+        for (auto it = table_.begin(); it != table_.end(); ++it) {
+          if (it->path == path && it->client == client) {
+            table_.erase(it);
+            found = true;
+            break;
+          }
+        }
+        if (!found) err += "exportfs: Could not find '" + c.argv[i] + "' to unexport.\n";
+      }
+      WriteEtab();
+      return ExecResult{err.empty() ? 0 : 1, "", err};
+    });
+    // Every line of the served exports files, their options replacing a
+    // client's, every other entry of the table kept (nfs-utils' -a).
+    exec.On({"exportfs", "-a"}, [this](const Command&) -> StatusOr<ExecResult> {
+      ++runs_of_a;
+      if (files_.empty()) return ExecResult{0, "", ""};
+      for (const auto& f : std::filesystem::directory_iterator(files_)) {
+        std::ifstream in(f.path());
+        std::string line;
+        while (std::getline(in, line)) {
+          if (line.empty() || line[0] == '#') continue;
+          std::istringstream tokens(line);
+          std::string path, spec;
+          tokens >> path;
+          while (tokens >> spec) {
+            size_t paren = spec.find('(');
+            Set(path, spec.substr(0, paren),
+                Printed(spec.substr(paren + 1, spec.size() - paren - 2)));
+          }
         }
       }
-      return ExecResult{1, "", "exportfs: Could not find '" + c.argv.at(2) + "' to unexport.\n"};
+      WriteEtab();
+      return ExecResult{0, "", ""};
     });
   }
+
+  // Where `exportfs -a` reads its files.
+  void ServeFiles(const std::string& dir) { files_ = dir; }
+  int runs_of_a = 0;
 
   // How nfs-utils prints the options pillar passes.
   // (Subtree checking shows as the absence of no_subtree_check.)
@@ -295,6 +332,7 @@ class SimExportfs {
   }
   std::vector<Entry> table_;
   std::string etab_;
+  std::string files_;
 };
 
 constexpr const char* kVol = "tank/pvc-1";
@@ -837,6 +875,88 @@ TEST_F(NfsExporterTest, AConvergedApplyStartsNoProcessWhileEtabIsUnchanged) {
   ASSERT_TRUE(cached.Get(kVol).ok());
   ASSERT_TRUE(cached.Get(kVol).ok());
   EXPECT_THAT(exec_.CallLines(), ElementsAre("exportfs -v", "exportfs -v"));
+}
+
+// Issue 26: a batch of NFS volumes costs one `exportfs -u` for every removal
+// and one `exportfs -a` for every addition, not a process per client; the
+// removals run first, the table is read once before and once after, and
+// what the table held besides (a hand-made export) stays.
+TEST_F(NfsExporterTest, ABatchRunsOneUnexportAndOneExportForAllItsVolumes) {
+  ASSERT_TRUE(fs_.MakeDirs(dir_.Sub("tank/pvc-3")).ok());
+  table_.ServeFiles(ExportsDir());
+  table_.Set(Path(), "10.0.0.9", Printed());  // to remove
+  table_.Set(Path("tank/pvc-2"), "10.0.0.2",  // options differ
+             SimExportfs::Printed(NfsExportOptions("tank/pvc-2", false)));
+  table_.Set(dir_.Sub("by-hand"), "10.0.0.7", "sync,rw,fsid=7");  // not pillar's
+
+  KernelExport one = Want({"10.0.0.1"});
+  KernelExport two = Want({"10.0.0.2", "10.0.0.3"});
+  two.agent_volume_id = "tank/pvc-2";
+  two.target_id = two.backing = Path("tank/pvc-2");
+  KernelExport three = Want({}, /*acl=*/false);
+  three.agent_volume_id = "tank/pvc-3";
+  three.target_id = three.backing = Path("tank/pvc-3");
+  std::vector<std::vector<std::string>> changes(3);
+  std::vector<ApplyItem> items{
+      {&one, &changes[0], {}}, {&two, &changes[1], {}}, {&three, &changes[2], {}}};
+  exporter_.ApplyMany(items);
+  for (const auto& item : items) EXPECT_TRUE(item.status.ok()) << item.status.ToString();
+
+  EXPECT_THAT(exec_.CallLines(), ElementsAre("exportfs -v", "exportfs -u 10.0.0.9:" + Path(),
+                                             "exportfs -a", "exportfs -v"));
+  EXPECT_EQ(table_.ClientsOf(Path()),
+            (std::map<std::string, std::string>{{"10.0.0.1", Printed()}}));
+  EXPECT_EQ(table_.ClientsOf(Path("tank/pvc-2")),
+            (std::map<std::string, std::string>{{"10.0.0.2", PrintedOf("tank/pvc-2")},
+                                                {"10.0.0.3", PrintedOf("tank/pvc-2")}}));
+  EXPECT_EQ(table_.ClientsOf(Path("tank/pvc-3")),
+            (std::map<std::string, std::string>{{"*", PrintedOf("tank/pvc-3")}}));
+  EXPECT_EQ(table_.ClientsOf(dir_.Sub("by-hand")).size(), 1u);
+  EXPECT_THAT(changes[0], ElementsAre("nfs " + Path() + ": wrote " + File(),
+                                      "nfs " + Path() + ": unexported from 10.0.0.9",
+                                      "nfs " + Path() + ": exported to 10.0.0.1"));
+  ASSERT_EQ(changes[1].size(), 3u);
+  EXPECT_THAT(changes[1][1], HasSubstr("re-exported to 10.0.0.2 (options were"));
+  EXPECT_EQ(changes[1][2], "nfs " + Path("tank/pvc-2") + ": exported to 10.0.0.3");
+  EXPECT_THAT(changes[2], ElementsAre(HasSubstr("wrote"), HasSubstr("exported to *")));
+
+  // Converged: the table is read and nothing runs.
+  exec_.ClearCalls();
+  for (auto& c : changes) c.clear();
+  exporter_.ApplyMany(items);
+  for (const auto& item : items) EXPECT_TRUE(item.status.ok()) << item.status.ToString();
+  EXPECT_THAT(exec_.CallLines(), ElementsAre("exportfs -v"));
+  for (const auto& c : changes) EXPECT_THAT(c, IsEmpty());
+  EXPECT_EQ(table_.runs_of_a, 1);
+}
+
+// One volume the batch cannot converge fails alone, naming what the tool
+// said; a refused one (no directory) is refused before anything runs for it,
+// and the others converge.
+TEST_F(NfsExporterTest, AVolumeABatchCouldNotConvergeFailsAloneNamingWhatTheToolSaid) {
+  table_.ServeFiles(ExportsDir());
+  table_.Set(Path(), "10.0.0.9", Printed());
+  KernelExport narrowed = Want({});
+  KernelExport added = Want({"10.0.0.2"});
+  added.agent_volume_id = "tank/pvc-2";
+  added.target_id = added.backing = Path("tank/pvc-2");
+  KernelExport missing = Want({"10.0.0.3"});
+  missing.agent_volume_id = "tank/pvc-404";
+  missing.target_id = missing.backing = Path("tank/pvc-404");
+  // exportfs -a fails and exports nothing.
+  exec_.OnOutput({"exportfs", "-a"}, "", 1, "exportfs: /etc/exports:3: syntax error\n");
+  std::vector<std::vector<std::string>> changes(3);
+  std::vector<ApplyItem> items{
+      {&narrowed, &changes[0], {}}, {&added, &changes[1], {}}, {&missing, &changes[2], {}}};
+  exporter_.ApplyMany(items);
+  EXPECT_TRUE(items[0].status.ok()) << items[0].status.ToString();
+  EXPECT_THAT(table_.ClientsOf(Path()), IsEmpty());
+  EXPECT_EQ(items[1].status.code(), Code::kInternal);
+  EXPECT_THAT(items[1].status.message(),
+              AllOf(HasSubstr("tank/pvc-2"), HasSubstr("10.0.0.2 is not exported"),
+                    HasSubstr("'exportfs -a' exited 1: exportfs: /etc/exports:3: syntax error")));
+  EXPECT_EQ(items[2].status.code(), Code::kFailedPrecondition);
+  EXPECT_FALSE(fs_.Exists(File("tank:2fpvc-404")));
 }
 
 }  // namespace
