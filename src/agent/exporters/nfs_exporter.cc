@@ -302,7 +302,11 @@ std::string NfsExporter::ExportsFile(const std::string& agent_volume_id) const {
 
 StatusOr<std::optional<NfsExporter::Record>> NfsExporter::ReadRecord(
     const std::string& file, const std::string& expected_id) {
-  auto text = fs_.ReadFile(file);
+  return ParseRecord(file, fs_.ReadFile(file), expected_id);
+}
+
+StatusOr<std::optional<NfsExporter::Record>> NfsExporter::ParseRecord(
+    const std::string& file, const StatusOr<std::string>& text, const std::string& expected_id) {
   if (!text.ok()) {
     if (text.status().code() == Code::kNotFound) return std::optional<Record>();
     return Internal("nfs exports file " + file + " cannot be read: " + text.status().message());
@@ -505,10 +509,7 @@ StatusOr<NfsExporter::Plan> NfsExporter::Prepare(const KernelExport& want,
   std::string file = ExportsFile(id);
   std::string content = RenderFile(id, path, want.params, plan.clients, plan.subtree_check);
   auto existing = fs_.ReadFile(file);
-  if (!existing.ok() && existing.status().code() != Code::kNotFound) {
-    return Internal("nfs exports file " + file + " cannot be read: " + existing.status().message());
-  }
-  ASSIGN_OR_RETURN(auto record, ReadRecord(file, id));
+  ASSIGN_OR_RETURN(auto record, ParseRecord(file, existing, id));
   // Persist first: the file is what survives an nfs-server restart, and a
   // narrowing is then durable before it is live.
   if (!existing.ok() || *existing != content) {
@@ -653,7 +654,8 @@ void NfsExporter::ApplyMany(std::vector<ApplyItem>& items) {
     }
     const Plan& plan = *plans[i];
     std::string wrong;
-    for (const ExportfsEntry* e : EntriesOf(**after, plan.path)) {
+    const std::vector<const ExportfsEntry*> now = EntriesOf(**after, plan.path);
+    for (const ExportfsEntry* e : now) {
       if (!plan.clients.count(e->client)) wrong += Cat("; ", e->client, " is still exported");
     }
     if (plan.old_path) {
@@ -663,7 +665,7 @@ void NfsExporter::ApplyMany(std::vector<ApplyItem>& items) {
     }
     for (const auto& client : plan.clients) {
       bool found = false;
-      for (const ExportfsEntry* e : EntriesOf(**after, plan.path)) {
+      for (const ExportfsEntry* e : now) {
         if (e->client != client) continue;
         found = OptionsMatch(e->options, plan.fsid_opt, plan.root_squash, plan.subtree_check);
       }

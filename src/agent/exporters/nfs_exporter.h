@@ -164,6 +164,10 @@ class NfsExporter : public Exporter {
   // the "# pillar" line or records another volume than its name says.
   StatusOr<std::optional<Record>> ReadRecord(const std::string& file,
                                              const std::string& expected_id);
+  // ReadRecord on `text`, the file's content as read (or why it was not).
+  StatusOr<std::optional<Record>> ParseRecord(const std::string& file,
+                                              const StatusOr<std::string>& text,
+                                              const std::string& expected_id);
   // The live table: `exportfs -v`, or what it printed last while etab is
   // unchanged (see the constructor).
   // Shared, never copied: a table of 10,000 exports is read, not copied, per call.
