@@ -110,6 +110,8 @@ class ExportfsTableExec : public Exec {
  public:
   ExportfsTableExec(Exec& inner, std::string exports_dir, std::string etab)
       : inner_(inner), exports_dir_(std::move(exports_dir)), etab_(std::move(etab)) {
+    // Made before the agent's own directories (a member of BenchAgent).
+    std::filesystem::create_directories(std::filesystem::path(etab_).parent_path());
     Save();
   }
 

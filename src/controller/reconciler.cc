@@ -1,5 +1,6 @@
 #include "controller/reconciler.h"
 
+#include <atomic>
 #include <random>
 
 #include "common/log.h"
@@ -244,7 +245,7 @@ void ExportReconciler::WorkerLoop() {
     } else if (key.rfind(kNodePrefix, 0) == 0) {
       ExpandNode(key.substr(2));
     } else if (key.rfind(kAgentPrefix, 0) == 0) {
-      ExpandAgent(key.substr(2));
+      ResyncAgentNow(key.substr(2));
     }
   }
 }
@@ -280,15 +281,16 @@ void ExportReconciler::ExpandNode(const std::string& node_id) {
   }
 }
 
-void ExportReconciler::ExpandAgent(const std::string& agent_ref) {
+ResyncStats ExportReconciler::ResyncAgentNow(const std::string& agent_ref) {
+  ResyncStats stats;
   auto list = ReadAll(api::kKindVolume);
-  if (!list.ok()) return;
+  if (!list.ok()) return stats;
   std::vector<store::Object> mine;
   for (auto& obj : *list) {
     if (AgentRefOf(obj) == agent_ref) mine.push_back(std::move(obj));
   }
-  ResyncStats stats;
   ResyncAgent(agent_ref, mine, stats);
+  return stats;
 }
 
 void ExportReconciler::ResyncLoop() {
@@ -359,7 +361,9 @@ StatusOr<bool> ExportReconciler::WriteOutcome(const store::Object& obj, const ap
   if (info && api::SetStoredExportInfo(next.status, *info)) changed = true;
   if (!changed) return false;
   api::SetStoredConditions(next.status, conds);
-  ASSIGN_OR_RETURN(store::Object written, store_.UpdateStatus(next));
+  // `obj` is what this pass read (the cache's copy, or the store's after a
+  // lost CAS): the write is made from it, with no read of its own.
+  ASSIGN_OR_RETURN(store::Object written, store_.UpdateStatusFrom(obj, next));
   if (transition && options_.events != nullptr) {
     options_.events->Record({std::string(api::kGroup) + "/" + api::kVersion, api::kKindVolume,
                              written.name, written.uid, written.resource_version},
@@ -380,7 +384,8 @@ StatusOr<ReconcileOutcome> ExportReconciler::ReconcileNow(const std::string& vol
 }
 
 StatusOr<ReconcileOutcome> ExportReconciler::Reconcile(const std::string& volume,
-                                                       const SeenExport& seen, bool fresh) {
+                                                       const SeenExport& seen, bool fresh,
+                                                       const BatchApplied* batched) {
   auto guard = volume_locks_.Lock(volume);
 
   return store::RetryOnConflict("volume " + volume, [&](int attempt) -> StatusOr<ReconcileOutcome> {
@@ -391,7 +396,7 @@ StatusOr<ReconcileOutcome> ExportReconciler::Reconcile(const std::string& volume
     if (!obj.ok()) return obj.status();
     ReconcileOutcome out;
     std::optional<api::ExportInfo> info;
-    if (!Converge(*obj, seen, out, info)) {
+    if (!Converge(*obj, seen, batched, out, info)) {
       // DeleteVolume owns it, or its create has not written its status yet.
       if (out.create_pending) EnqueueKey(kVolPrefix + volume, options_.create_grace);
       return out;
@@ -402,7 +407,8 @@ StatusOr<ReconcileOutcome> ExportReconciler::Reconcile(const std::string& volume
 }
 
 bool ExportReconciler::Converge(const store::Object& obj, const SeenExport& seen,
-                                ReconcileOutcome& out, std::optional<api::ExportInfo>& info) {
+                                const BatchApplied* batched, ReconcileOutcome& out,
+                                std::optional<api::ExportInfo>& info) {
   auto loaded = api::LoadVolume(obj);
   if (!loaded.ok()) {
     out.condition =
@@ -438,16 +444,7 @@ bool ExportReconciler::Converge(const store::Object& obj, const SeenExport& seen
   }
 
   // Decide what the export must be, from the recorded intent only.
-  std::map<std::string, api::NodeRecord> nodes;
-  auto desired = ComputeDesired(v, [&](const std::string& id) -> const api::NodeRecord* {
-    auto it = nodes.find(id);
-    if (it != nodes.end()) return &it->second;
-    auto n = Read(api::kKindNode, id);
-    if (!n.ok()) return nullptr;
-    auto rec = api::LoadNode(*n);
-    if (!rec.ok()) return nullptr;
-    return &nodes.emplace(id, std::move(rec).value()).first->second;
-  });
+  auto desired = DesiredFor(v);
   if (!desired.ok()) {
     return fail(api::kReasonReconcileFailed, desired.status().message() + "; nothing was changed");
   }
@@ -463,19 +460,18 @@ bool ExportReconciler::Converge(const store::Object& obj, const SeenExport& seen
   // Apply only when something differs, the agent's fence is behind or the
   // agent restarted since this volume was last applied.
   auto reapply_epoch = ReapplyEpoch(v.spec.agent_ref, v.meta.name);
-  if (!out.drift.empty() || FenceBehind(v, *actual ? &**actual : nullptr) || reapply_epoch) {
-    std::optional<Credentials> offered;
-    if (want.spec.auth == kAuthChap) {
-      std::lock_guard<std::mutex> lock(credentials_mu_);
-      auto it = credentials_.find(v.meta.name);
-      if (it != credentials_.end() &&
-          CredentialsDigest(v.spec.agent_volume_id, it->second) == want.spec.auth_digest) {
-        offered = it->second;
-      }
-    }
-    auto applied = WithAgentSlot(v.spec.agent_ref, [&] {
-      return agent->client->ApplyExport(MakeApplyRequest(v, want, offered ? &*offered : nullptr));
-    });
+  if (NeedsApply(v, *actual ? &**actual : nullptr, out.drift)) {
+    std::optional<Credentials> offered = OfferedFor(v, want);
+    auto request = MakeApplyRequest(v, want, offered ? &*offered : nullptr);
+    // A resync's batch already sent exactly this request: its answer is this
+    // apply's. Anything else (the record moved since) is applied on its own.
+    bool reuse = batched != nullptr && batched->request == request;
+    auto applied = reuse ? (batched->item.status.ok()
+                                ? StatusOr<agent_api::ApplyExportResult>(batched->item.result)
+                                : StatusOr<agent_api::ApplyExportResult>(batched->item.status))
+                         : WithAgentSlot(v.spec.agent_ref,
+                                         [&] { return agent->client->ApplyExport(request); });
+    out.applied_in_batch = reuse;
     if (applied.ok() && offered) {
       // The agent holds them now (it stores before it applies).
       std::lock_guard<std::mutex> lock(credentials_mu_);
@@ -517,6 +513,85 @@ bool ExportReconciler::Converge(const store::Object& obj, const SeenExport& seen
   return true;
 }
 
+StatusOr<DesiredExport> ExportReconciler::DesiredFor(const api::VolumeState& v) const {
+  std::map<std::string, api::NodeRecord> nodes;
+  return ComputeDesired(v, [&](const std::string& id) -> const api::NodeRecord* {
+    auto it = nodes.find(id);
+    if (it != nodes.end()) return &it->second;
+    auto n = Read(api::kKindNode, id);
+    if (!n.ok()) return nullptr;
+    auto rec = api::LoadNode(*n);
+    if (!rec.ok()) return nullptr;
+    return &nodes.emplace(id, std::move(rec).value()).first->second;
+  });
+}
+
+std::optional<Credentials> ExportReconciler::OfferedFor(const api::VolumeState& v,
+                                                        const DesiredExport& want) {
+  if (want.spec.auth != kAuthChap) return std::nullopt;
+  std::lock_guard<std::mutex> lock(credentials_mu_);
+  auto it = credentials_.find(v.meta.name);
+  if (it != credentials_.end() &&
+      CredentialsDigest(v.spec.agent_volume_id, it->second) == want.spec.auth_digest) {
+    return it->second;
+  }
+  return std::nullopt;
+}
+
+bool ExportReconciler::NeedsApply(const api::VolumeState& v, const agent_api::Export* actual,
+                                  const std::vector<std::string>& drift) {
+  return !drift.empty() || FenceBehind(v, actual) ||
+         ReapplyEpoch(v.spec.agent_ref, v.meta.name).has_value();
+}
+
+std::map<std::string, ExportReconciler::BatchApplied> ExportReconciler::ApplyInBatches(
+    const std::string& agent_ref, AgentClient& client, const std::vector<store::Object>& volumes,
+    const std::map<std::string, agent_api::Export>& by_key, ResyncStats& stats) {
+  std::map<std::string, BatchApplied> out;
+  if (options_.apply_batch <= 1) return out;
+  // Planned from the same reads the volumes' own passes make: only volumes
+  // whose pass would apply, each request exactly the one that pass would
+  // send. An agent volume id named by two records goes to neither batch
+  // (the agent refuses a batch naming a volume twice): their own passes
+  // apply them one at a time.
+  std::vector<std::pair<std::string, agent_api::ApplyExportRequest>> planned;
+  std::map<std::string, int> ids;
+  for (const auto& obj : volumes) {
+    auto v = api::LoadVolume(obj);
+    if (!v.ok() || obj.status.empty() || v->meta.deletion_timestamp || v->status.deleting ||
+        !api::IsProvisioned(v->status) || !v->status.export_spec) {
+      continue;
+    }
+    ids[v->spec.agent_volume_id]++;
+    auto want = DesiredFor(*v);
+    if (!want.ok()) continue;
+    auto it = by_key.find(ExportKey(v->spec.agent_volume_id, want->protocol));
+    const agent_api::Export* actual = it == by_key.end() ? nullptr : &it->second;
+    if (!NeedsApply(*v, actual, Diff(*want, actual))) continue;
+    auto offered = OfferedFor(*v, *want);
+    planned.emplace_back(obj.name, MakeApplyRequest(*v, *want, offered ? &*offered : nullptr));
+  }
+  std::erase_if(planned, [&](const auto& p) { return ids[p.second.agent_volume_id] > 1; });
+  const size_t batch = static_cast<size_t>(options_.apply_batch);
+  for (size_t start = 0; start < planned.size(); start += batch) {
+    size_t end = std::min(planned.size(), start + batch);
+    std::vector<agent_api::ApplyExportRequest> requests;
+    requests.reserve(end - start);
+    for (size_t i = start; i < end; ++i) requests.push_back(planned[i].second);
+    auto answered = WithAgentSlot(agent_ref, [&] { return client.ApplyExports(requests); });
+    stats.agent_calls++;
+    for (size_t i = start; i < end; ++i) {
+      // A call that failed as a whole is every item's answer (an agent that
+      // cannot be reached is not asked once per volume).
+      agent_api::ApplyExportItem item = answered.ok()
+                                            ? std::move((*answered)[i - start])
+                                            : agent_api::ApplyExportItem{answered.status(), {}};
+      out.emplace(planned[i].first, BatchApplied{std::move(planned[i].second), std::move(item)});
+    }
+  }
+  return out;
+}
+
 StatusOr<std::optional<agent_api::Export>> ExportReconciler::Observe(const api::VolumeState& v,
                                                                      const DesiredExport& want,
                                                                      AgentClient& client,
@@ -552,6 +627,10 @@ void ExportReconciler::ResyncAgent(const std::string& agent_ref,
   } else {
     list_status = agent.status();
   }
+  // What drifted is applied first, in batches; each volume's pass then finds
+  // its apply already answered and only verifies and records.
+  std::map<std::string, BatchApplied> batched;
+  if (list_status.ok()) batched = ApplyInBatches(agent_ref, *agent->client, volumes, by_key, stats);
   for (const auto& obj : volumes) {
     stats.volumes++;
     if (agent.ok() && AbandonedCreate(obj, clock_.Now(), options_.abandoned_create_ttl)) {
@@ -580,13 +659,18 @@ void ExportReconciler::ResyncAgent(const std::string& agent_ref,
       auto it = by_key.find(ExportKey(v->spec.agent_volume_id, v->spec.protocol));
       if (it != by_key.end()) seen = &it->second;
     }
-    auto r = Reconcile(obj.name, seen, false);
+    auto b = batched.find(obj.name);
+    auto r = Reconcile(obj.name, seen, false, b == batched.end() ? nullptr : &b->second);
     if (!r.ok()) {
       RecordFailure(obj.name, true);
       continue;
     }
     if (!r->drift.empty()) stats.drifted++;
-    if (!r->changes.empty() || !r->drift.empty()) stats.agent_calls++;
+    if (r->applied_in_batch) {
+      stats.batched++;
+    } else if (!r->changes.empty() || !r->drift.empty()) {
+      stats.agent_calls++;
+    }
     if (r->status_written) stats.status_writes++;
     RecordFailure(obj.name, r->condition.status == "False" &&
                                 r->condition.reason != std::string(api::kReasonExportSpecMissing));
@@ -627,7 +711,31 @@ ResyncStats ExportReconciler::ResyncAll() {
     std::string agent_ref = AgentRefOf(obj);
     by_agent[agent_ref].push_back(std::move(obj));
   }
-  for (const auto& [agent_ref, vols] : by_agent) ResyncAgent(agent_ref, vols, stats);
+  // Agents are passed over side by side (up to `workers` at once, each agent
+  // by one thread): a slow or unreachable agent holds its own thread only,
+  // and the status writes of different agents' volumes overlap.
+  std::vector<std::pair<const std::string*, const std::vector<store::Object>*>> work;
+  for (const auto& [agent_ref, vols] : by_agent) work.emplace_back(&agent_ref, &vols);
+  std::vector<ResyncStats> per_agent(work.size());
+  std::atomic<size_t> next{0};
+  auto run = [&] {
+    for (size_t i = next++; i < work.size(); i = next++) {
+      ResyncAgent(*work[i].first, *work[i].second, per_agent[i]);
+    }
+  };
+  const size_t threads = std::min(work.size(), static_cast<size_t>(std::max(1, options_.workers)));
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(run);
+  run();
+  for (auto& t : pool) t.join();
+  for (const auto& a : per_agent) {
+    stats.agents += a.agents;
+    stats.agent_calls += a.agent_calls;
+    stats.volumes += a.volumes;
+    stats.drifted += a.drifted;
+    stats.status_writes += a.status_writes;
+    stats.batched += a.batched;
+  }
   return stats;
 }
 

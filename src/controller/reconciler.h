@@ -31,6 +31,9 @@ struct ReconcilerOptions {
   double resync_jitter = 0.2;  // each period is interval * [1 - j, 1 + j]
   int workers = 8;
   int max_inflight_per_agent = 4;
+  // A resync applies what it found drifted on one agent in ApplyExports calls
+  // of at most this many volumes (1: one ApplyExport per volume).
+  int apply_batch = 256;
   // How many workers may work on one agent's keys at once (0: half the
   // workers, at least 1, and never all of them when there are two or more):
   // a slow or hanging agent holds only these, and every other agent's
@@ -63,9 +66,10 @@ struct ReconcileOutcome {
   std::vector<std::string> drift;    // what differed before the pass
   std::vector<std::string> changes;  // what the agent changed
   std::optional<agent_api::Export> actual;
-  bool status_written = false;   // the condition or exportInfo changed and was written
-  bool create_pending = false;   // a create in flight: nothing done, looked at again later
-  bool not_provisioned = false;  // Provisioned=False: nothing done, nothing recorded
+  bool status_written = false;    // the condition or exportInfo changed and was written
+  bool create_pending = false;    // a create in flight: nothing done, looked at again later
+  bool not_provisioned = false;   // Provisioned=False: nothing done, nothing recorded
+  bool applied_in_batch = false;  // the apply was the resync's ApplyExports item, not its own call
 };
 
 struct ResyncStats {
@@ -74,6 +78,7 @@ struct ResyncStats {
   int volumes = 0;
   int drifted = 0;
   int status_writes = 0;
+  int batched = 0;  // volumes applied through an ApplyExports batch
 };
 
 struct SnapshotResyncStats {
@@ -101,6 +106,9 @@ class ExportReconciler {
   // volume, an apply only where something drifted, a status write only where
   // the condition changed.
   ResyncStats ResyncAll();
+  // The same pass for one agent's volumes: what a new boot epoch of that
+  // agent starts (its lost exports rebuilt in ApplyExports batches).
+  ResyncStats ResyncAgentNow(const std::string& agent_ref);
 
   // One pass over every PillarSnapshot: one ListSnapshots per agent; the
   // Ready condition says whether the agent still holds each (SnapshotMissing
@@ -142,15 +150,39 @@ class ExportReconciler {
   // nullopt: ask the agent.
   using SeenExport = std::optional<const agent_api::Export*>;
 
+  // An apply a resync already made in one ApplyExports batch: the request as
+  // it was sent and the agent's answer for it.
+  struct BatchApplied {
+    agent_api::ApplyExportRequest request;
+    agent_api::ApplyExportItem item;
+  };
+
   // One pass for one volume: converge, then record the condition (CAS-retried).
-  // `fresh` reads the store itself rather than the cache first.
+  // `fresh` reads the store itself rather than the cache first. `batched`:
+  // the answer to the apply this volume would make, when it is exactly that
+  // request (the record did not move since the batch was planned).
   StatusOr<ReconcileOutcome> Reconcile(const std::string& volume, const SeenExport& seen,
-                                       bool fresh);
+                                       bool fresh, const BatchApplied* batched = nullptr);
   // Observe, decide, apply and verify; fills out.condition (and `info` when
   // reconciled). False when the volume is being deleted or its create is in
   // flight (out.create_pending): nothing to record.
-  bool Converge(const store::Object& obj, const SeenExport& seen, ReconcileOutcome& out,
-                std::optional<api::ExportInfo>& info);
+  bool Converge(const store::Object& obj, const SeenExport& seen, const BatchApplied* batched,
+                ReconcileOutcome& out, std::optional<api::ExportInfo>& info);
+  // The export the volume's recorded intent asks for (node records read
+  // through the cache).
+  StatusOr<DesiredExport> DesiredFor(const api::VolumeState& v) const;
+  // The credentials offered for an auth=chap volume that match its recorded
+  // digest, if any.
+  std::optional<Credentials> OfferedFor(const api::VolumeState& v, const DesiredExport& want);
+  // Whether the volume's export must be applied: it differs from the intent,
+  // its fence is behind, or the agent restarted since it was last applied.
+  bool NeedsApply(const api::VolumeState& v, const agent_api::Export* actual,
+                  const std::vector<std::string>& drift);
+  // A resync's applies for one agent, made in ApplyExports batches before the
+  // volumes' own passes: volume name -> what was sent and answered.
+  std::map<std::string, BatchApplied> ApplyInBatches(
+      const std::string& agent_ref, AgentClient& client, const std::vector<store::Object>& volumes,
+      const std::map<std::string, agent_api::Export>& by_key, ResyncStats& stats);
   // The agent's export of the volume; nullopt when it has none.
   StatusOr<std::optional<agent_api::Export>> Observe(const api::VolumeState& v,
                                                      const DesiredExport& want, AgentClient& client,
@@ -174,7 +206,6 @@ class ExportReconciler {
   std::string AgentOfKeyLocked(const std::string& key) const;
   int WorkerCapPerAgent() const;
   void ExpandNode(const std::string& node_id);
-  void ExpandAgent(const std::string& agent_ref);
   void WorkerLoop();
   void ResyncLoop();
   void EpochLoop();

@@ -108,6 +108,17 @@ class Store {
   // Like Update, but writes only status.
   virtual StatusOr<Object> UpdateStatus(const Object& object) = 0;
 
+  // UpdateStatus of `next`, which the caller made from `base`: the object as
+  // it last read it (same kind, name, uid and resourceVersion). A store may
+  // then write what differs between the two without reading the object
+  // again; it is still a compare-and-swap on that resourceVersion (a base
+  // that is no longer current is ABORTED "conflict"). The default is
+  // UpdateStatus(next).
+  virtual StatusOr<Object> UpdateStatusFrom(const Object& base, const Object& next) {
+    (void)base;
+    return UpdateStatus(next);
+  }
+
   // NOT_FOUND when absent, ABORTED when a precondition does not hold.
   virtual Status Delete(const std::string& kind, const std::string& name,
                         const Preconditions& preconditions = {}) = 0;

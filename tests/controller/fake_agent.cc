@@ -186,6 +186,33 @@ StatusOr<agent_api::ApplyExportResult> FakeAgent::ApplyExport(
   std::lock_guard<std::mutex> lock(mu_);
   applies_.push_back(r);
   if (!s.ok()) return s;
+  return ApplyLocked(r);
+}
+
+StatusOr<std::vector<agent_api::ApplyExportItem>> FakeAgent::ApplyExports(
+    const std::vector<agent_api::ApplyExportRequest>& rs) {
+  Status s = Enter(AgentCall::kApplyExports);
+  std::lock_guard<std::mutex> lock(mu_);
+  batches_.push_back(rs.size());
+  if (!s.ok()) return s;
+  std::set<std::string> ids;
+  for (const auto& r : rs) {
+    if (!ids.insert(r.agent_volume_id).second) {
+      return InvalidArgument("volumes[]: " + r.agent_volume_id + " is named twice");
+    }
+  }
+  std::vector<agent_api::ApplyExportItem> out;
+  for (const auto& r : rs) {
+    applies_.push_back(r);
+    auto one = ApplyLocked(r);
+    out.push_back(one.ok() ? agent_api::ApplyExportItem{Status::Ok(), std::move(*one)}
+                           : agent_api::ApplyExportItem{one.status(), {}});
+  }
+  return out;
+}
+
+StatusOr<agent_api::ApplyExportResult> FakeAgent::ApplyLocked(
+    const agent_api::ApplyExportRequest& r) {
   RETURN_IF_ERROR(CheckFenceLocked(r.agent_volume_id, r.fence));
   agent_api::Export next;
   next.agent_volume_id = r.agent_volume_id;
@@ -364,6 +391,11 @@ int FakeAgent::MaxInFlight() {
 std::vector<agent_api::ApplyExportRequest> FakeAgent::Applies() {
   std::lock_guard<std::mutex> lock(mu_);
   return applies_;
+}
+
+std::vector<size_t> FakeAgent::Batches() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return batches_;
 }
 
 StatusOr<agent_api::Snapshot> FakeAgent::CreateSnapshot(const agent_api::CreateSnapshotRequest& r) {

@@ -26,6 +26,7 @@ enum class AgentCall {
   kDeleteVolume,
   kGetCapacity,
   kApplyExport,
+  kApplyExports,
   kGetExport,
   kListExports,
   kUnexportVolume,
@@ -45,6 +46,11 @@ class FakeAgent : public AgentClient {
   StatusOr<std::vector<agent_api::Pool>> GetCapacity(const std::string& pool) override;
   StatusOr<agent_api::ApplyExportResult> ApplyExport(
       const agent_api::ApplyExportRequest& r) override;
+  // One call for the whole batch (counted as kApplyExports, each item
+  // recorded in Applies()); a volume named twice is INVALID_ARGUMENT for
+  // the whole call, as the real agent answers.
+  StatusOr<std::vector<agent_api::ApplyExportItem>> ApplyExports(
+      const std::vector<agent_api::ApplyExportRequest>& rs) override;
   StatusOr<agent_api::Export> GetExport(const std::string& agent_volume_id,
                                         Protocol protocol) override;
   StatusOr<std::vector<agent_api::Export>> ListExports() override;
@@ -94,6 +100,8 @@ class FakeAgent : public AgentClient {
   int InFlight();
   int MaxInFlight();
   std::vector<agent_api::ApplyExportRequest> Applies();
+  // The size of each ApplyExports call, in order.
+  std::vector<size_t> Batches();
   std::vector<agent_api::CreateVolumeRequest> Creates();
 
  private:
@@ -103,6 +111,7 @@ class FakeAgent : public AgentClient {
   static std::string Key(const std::string& agent_volume_id, Protocol p);
   // ABORTED when (uid, generation) is older than the mark or of another lifecycle.
   Status CheckFenceLocked(const std::string& agent_volume_id, const agent_api::Fence& fence);
+  StatusOr<agent_api::ApplyExportResult> ApplyLocked(const agent_api::ApplyExportRequest& r);
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -114,6 +123,7 @@ class FakeAgent : public AgentClient {
   std::function<void(AgentCall)> hook_;
   std::function<void(agent_api::Export&)> rewrite_apply_;
   std::vector<agent_api::ApplyExportRequest> applies_;
+  std::vector<size_t> batches_;
   std::vector<agent_api::CreateVolumeRequest> creates_;
 
   std::string boot_epoch_ = "epoch-1";

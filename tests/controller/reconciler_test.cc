@@ -515,13 +515,138 @@ TEST_F(ReconcilerTest, ResyncRepairsAnOutOfBandEdit) {
 
   ResyncStats stats = reconciler().ResyncAll();
   EXPECT_EQ(stats.drifted, 1);
-  EXPECT_EQ(agent_->Calls(AgentCall::kApplyExport), 2);
+  EXPECT_EQ(agent_->Calls(AgentCall::kApplyExport), 1) << "the first reconcile's only";
+  EXPECT_EQ(agent_->Calls(AgentCall::kApplyExports), 1) << "the resync's repair";
   EXPECT_THAT(AllowedHosts("pvc-1"), ElementsAre(NqnOf("node-a")));
   EXPECT_EQ(Condition("pvc-1"), "True/Reconciled");
 }
 
+// Issue 25: what a resync finds drifted on an agent (a rebuild after its
+// target state was lost) goes in ApplyExports batches, not a call per volume;
+// each volume is still verified and recorded on its own.
+TEST_F(ReconcilerTest, AResyncAppliesWhatDriftedInBatchesAndRecordsEachVolume) {
+  options_.apply_batch = 2;
+  RegisterNode("node-a");
+  for (int i = 1; i <= 5; ++i) {
+    CreateVolume(Spec("pvc-" + std::to_string(i)), Intent(true, {"node-a"}, 1));
+  }
+  ResyncStats first = reconciler().ResyncAll();
+  EXPECT_EQ(first.drifted, 5);
+  EXPECT_EQ(first.batched, 5);
+  EXPECT_EQ(agent_->Calls(AgentCall::kApplyExport), 0) << "no call per volume";
+  EXPECT_THAT(agent_->Batches(), ElementsAre(2u, 2u, 1u));
+  for (int i = 1; i <= 5; ++i) {
+    std::string name = "pvc-" + std::to_string(i);
+    EXPECT_EQ(Condition(name), "True/Reconciled") << name;
+    EXPECT_THAT(AllowedHosts(name), ElementsAre(NqnOf("node-a"))) << name;
+    EXPECT_EQ(agent_->MarkOf("tank/" + name)->volume_uid, Uid(name));
+  }
+
+  agent_->WipeExports();
+  ResyncStats rebuilt = reconciler().ResyncAll();
+  EXPECT_EQ(rebuilt.drifted, 5);
+  EXPECT_EQ(rebuilt.status_writes, 0) << "Reconciled before and after: nothing to write";
+  EXPECT_EQ(agent_->Batches().size(), 6u);
+  EXPECT_EQ(agent_->Calls(AgentCall::kApplyExport), 0);
+  for (int i = 1; i <= 5; ++i) {
+    EXPECT_TRUE(agent_->ExportOf("tank/pvc-" + std::to_string(i), Protocol::kNvmeofTcp));
+  }
+
+  ResyncStats quiet = reconciler().ResyncAll();
+  EXPECT_EQ(quiet.drifted, 0);
+  EXPECT_EQ(quiet.batched, 0);
+  EXPECT_EQ(agent_->Batches().size(), 6u) << "nothing drifted: no batch at all";
+}
+
+// The batch is planned from the records as they were; a record that moved
+// while it was in flight (a publish of another node) gets its own apply of
+// the new intent, and the batch's answer for the old one is never recorded.
+TEST_F(ReconcilerTest, ARecordThatMovedWhileItsBatchWasInFlightIsAppliedOnItsOwn) {
+  RegisterNode("node-a");
+  RegisterNode("node-b");
+  CreateVolume(Spec("pvc-1"), Intent(true, {"node-a"}, 1));
+  CreateVolume(Spec("pvc-2"), Intent(true, {"node-a"}, 1));
+  std::atomic<bool> fired{false};
+  agent_->OnCall([&](AgentCall c) {
+    if (c != AgentCall::kApplyExports || fired.exchange(true)) return;
+    EditStatus(api::kKindVolume, "pvc-1", [](nlohmann::json& s) {
+      s["publishedNodes"].push_back({{"nodeID", "node-b"}, {"revoking", false}});
+      s["publicationGeneration"] = 2;
+    });
+  });
+
+  ResyncStats stats = reconciler().ResyncAll();
+  EXPECT_TRUE(fired);
+  EXPECT_EQ(stats.batched, 1) << "pvc-2's answer is its own";
+  EXPECT_EQ(agent_->Calls(AgentCall::kApplyExport), 1) << "pvc-1 applied again, on its own";
+  auto applies = agent_->Applies();
+  ASSERT_EQ(applies.size(), 3u);
+  EXPECT_EQ(applies.back().agent_volume_id, "tank/pvc-1");
+  EXPECT_EQ(applies.back().fence.publication_generation, 2);
+  EXPECT_THAT(AllowedHosts("pvc-1"), ElementsAre(NqnOf("node-a"), NqnOf("node-b")));
+  EXPECT_EQ(Condition("pvc-1"), "True/Reconciled");
+  EXPECT_THAT(ConditionMessage("pvc-1"), HasSubstr("generation 2"));
+  EXPECT_EQ(Condition("pvc-2"), "True/Reconciled");
+}
+
+// A batch the agent does not answer at all is every item's answer: each
+// volume says the agent is unavailable, and none is asked again on its own.
+TEST_F(ReconcilerTest, ABatchThatFailsAsAWholeFailsEachVolumeWithoutACallPerVolume) {
+  RegisterNode("node-a");
+  for (int i = 1; i <= 3; ++i) {
+    CreateVolume(Spec("pvc-" + std::to_string(i)), Intent(true, {"node-a"}, 1));
+  }
+  agent_->FailWith(AgentCall::kApplyExports, Unavailable("connection reset"));
+  reconciler().ResyncAll();
+  EXPECT_EQ(agent_->Calls(AgentCall::kApplyExports), 1);
+  EXPECT_EQ(agent_->Calls(AgentCall::kApplyExport), 0);
+  for (int i = 1; i <= 3; ++i) {
+    EXPECT_EQ(Condition("pvc-" + std::to_string(i)), "False/AgentUnavailable");
+  }
+}
+
+// Two records naming one agent volume (a hand-made record, a restore gone
+// wrong) are never in one batch, which the agent would refuse whole: the
+// other volumes are batched, those two go one at a time and are fenced
+// against each other as always.
+TEST_F(ReconcilerTest, TwoRecordsNamingOneAgentVolumeStayOutOfTheBatch) {
+  RegisterNode("node-a");
+  CreateVolume(Spec("pvc-1"), Intent(true, {"node-a"}, 1));
+  CreateVolume(Spec("pvc-2"), Intent(true, {"node-a"}, 1));
+  auto twin = Spec("pvc-twin");
+  twin.agent_volume_id = "tank/pvc-1";
+  CreateVolume(twin, Intent(true, {"node-a"}, 1));
+
+  ResyncStats stats = reconciler().ResyncAll();
+  EXPECT_THAT(agent_->Batches(), ElementsAre(1u)) << "pvc-2 alone";
+  EXPECT_EQ(stats.batched, 1);
+  EXPECT_EQ(agent_->Calls(AgentCall::kApplyExport), 2);
+  EXPECT_EQ(Condition("pvc-2"), "True/Reconciled");
+  // The first of the two to apply plants its mark; the other is another
+  // lifecycle to the agent and is refused.
+  EXPECT_EQ(Condition("pvc-1"), "True/Reconciled");
+  EXPECT_EQ(Condition("pvc-twin"), "False/StaleGeneration");
+}
+
 // The background loops: workers, backoff, the per-agent bound, the epoch poller.
-class ReconcilerLoopTest : public ReconcilerTest {};
+class ReconcilerLoopTest : public ReconcilerTest {
+ protected:
+  // A second, healthy agent "storage-2" holding one volume `name`.
+  void AddSecondAgentWithVolume(const std::string& name, const api::VolumeStatus& status) {
+    auto healthy = agents_.Add("storage-2");
+    healthy->SetBootEpoch(kBootEpoch);
+    RegisterAgent("storage-2", "10.0.0.2", kBootEpoch);
+    api::VolumeSpec other = Spec(name);
+    other.agent_ref = "storage-2";
+    store::Object o;
+    o.kind = api::kKindVolume;
+    o.name = other.volume_id;
+    o.spec = api::ToJson(other);
+    o.status = api::ToJson(status);
+    ASSERT_TRUE(store().Create(o).ok());
+    healthy->AddVolume(other.agent_volume_id, other.capacity_bytes);
+  }
+};
 
 TEST_F(ReconcilerLoopTest, FailingVolumeIsRetriedLaterWithBackoffNotHotLooped) {
   options_.workers = 1;
@@ -591,18 +716,7 @@ TEST_F(ReconcilerLoopTest, AHangingAgentHoldsOnlyItsShareOfTheWorkers) {
     names.push_back("pvc-" + std::to_string(i));
     CreateVolume(Spec(names.back()), Intent(false));
   }
-  auto healthy = agents_.Add("storage-2");
-  healthy->SetBootEpoch(kBootEpoch);
-  RegisterAgent("storage-2", "10.0.0.2", kBootEpoch);
-  api::VolumeSpec other = Spec("pvc-other");
-  other.agent_ref = "storage-2";
-  store::Object o;
-  o.kind = api::kKindVolume;
-  o.name = other.volume_id;
-  o.spec = api::ToJson(other);
-  o.status = api::ToJson(Intent(false));
-  ASSERT_TRUE(store().Create(o).ok());
-  healthy->AddVolume(other.agent_volume_id, other.capacity_bytes);
+  ASSERT_NO_FATAL_FAILURE(AddSecondAgentWithVolume("pvc-other", Intent(false)));
 
   agent_->Hold();  // storage-1 hangs
   ASSERT_TRUE(reconciler().Start().ok());
@@ -636,6 +750,24 @@ TEST_F(ReconcilerLoopTest, BootEpochChangeAloneReappliesTheAgentsExports) {
   EXPECT_TRUE(WaitFor([&] { return !AllowedHosts("pvc-1").empty(); }));
   EXPECT_THAT(AllowedHosts("pvc-1"), ElementsAre(NqnOf("node-a")));
   EXPECT_EQ(Get(api::kKindAgent, kAgentRef).status.value("bootEpoch", ""), "epoch-2");
+}
+
+// Issue 25: a resync passes over agents side by side, so one agent that
+// hangs holds only its own share of the pass: another agent's drift is
+// repaired and recorded while the first has not answered.
+TEST_F(ReconcilerLoopTest, AResyncRepairsAHealthyAgentWhileAnotherHangs) {
+  RegisterNode("node-a");
+  CreateVolume(Spec("pvc-1"), Intent(true, {"node-a"}, 1));
+  ASSERT_NO_FATAL_FAILURE(AddSecondAgentWithVolume("pvc-other", Intent(true, {"node-a"}, 1)));
+
+  agent_->Hold();  // storage-1 hangs on its ListExports
+  std::thread pass([&] { reconciler().ResyncAll(); });
+  EXPECT_TRUE(WaitFor([&] { return Condition("pvc-other") == "True/Reconciled"; }))
+      << "storage-2's repair waited behind storage-1";
+  EXPECT_EQ(Condition("pvc-1"), "") << "storage-1 has not answered yet";
+  agent_->Release();
+  pass.join();
+  EXPECT_EQ(Condition("pvc-1"), "True/Reconciled");
 }
 
 // Issue 28: a down agent is polled every unreachable_poll_interval, so its

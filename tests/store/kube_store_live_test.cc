@@ -109,6 +109,9 @@ testing::StoreBackend KubeBackend() {
   backend.compact = [](Store&, const std::string& resource_version) {
     return CompactEtcd(resource_version);
   };
+  backend.requests = [](Store& store) {
+    return static_cast<int64_t>(dynamic_cast<KubeStore&>(store).client().requests());
+  };
   return backend;
 }
 

@@ -283,6 +283,43 @@ STORE_TEST(UpdateStatusWithStaleVersionIsConflictAndChangesNothing) {
   EXPECT_EQ(*store_->Get(kPillarVolumeState, "pvc-1"), *v2);
 }
 
+// The status write made from the object a caller last read: a
+// compare-and-swap on that read's version, written in one round trip where
+// the backend has them.
+STORE_TEST(UpdateStatusFromIsACompareAndSwapOnTheBaseItWasMadeFrom) {
+  Object in = NewObject(kPillarVolumeState, "pvc-1", {{"capacity", 1}});
+  in.status = {{"deleting", false}, {"publicationGeneration", 1}};
+  Object v1 = *store_->Create(in);
+  Object next = v1;
+  next.status.erase("deleting");
+  next.status["publicationGeneration"] = 2;
+  next.status["conditions"] = nlohmann::json::array({{{"type", "ExportReconciled"}}});
+  next.spec["capacity"] = 99;  // never written by a status update
+  int64_t before = GetParam().requests ? GetParam().requests(*store_) : 0;
+  auto v2 = store_->UpdateStatusFrom(v1, next);
+  ASSERT_TRUE(v2.ok()) << v2.status().ToString();
+  if (GetParam().requests) {
+    EXPECT_EQ(GetParam().requests(*store_) - before, 1) << "no read before the write";
+  }
+  EXPECT_EQ(v2->status, next.status);
+  EXPECT_EQ(v2->spec, v1.spec);
+  EXPECT_NE(v2->resource_version, v1.resource_version);
+  EXPECT_EQ(*store_->Get(kPillarVolumeState, "pvc-1"), *v2);
+
+  // A base that is no longer current: nothing is written.
+  Object stale = v1;
+  stale.status["publicationGeneration"] = 7;
+  auto conflict = store_->UpdateStatusFrom(v1, stale);
+  ASSERT_NO_FATAL_FAILURE(
+      ExpectConflict(conflict.status(), v1.resource_version, v2->resource_version));
+  EXPECT_EQ(*store_->Get(kPillarVolumeState, "pvc-1"), *v2);
+
+  // Nothing changed from the base: nothing written, the object returned.
+  auto same = store_->UpdateStatusFrom(*v2, *v2);
+  ASSERT_TRUE(same.ok()) << same.status().ToString();
+  EXPECT_EQ(same->resource_version, v2->resource_version);
+}
+
 STORE_TEST(UpdateWritesSpecAndLabelsButNeverStatusOrDeletion) {
   Object in = NewObject(kPillarVolumeState, "pvc-1", {{"capacity", 1}});
   in.status = {{"deleting", false}};

@@ -43,6 +43,9 @@ struct StoreBackend {
   // Names are Kubernetes object names (DNS-1123 subdomains) rather than
   // any opaque string.
   bool dns_names = false;
+  // Optional: the requests the store has sent to its server so far, for a
+  // backend whose cost is counted in round trips.
+  std::function<int64_t(Store& store)> requests;
 };
 
 // Each test gets a fresh directory and a store opened on it; a backend

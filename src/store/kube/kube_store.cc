@@ -292,7 +292,7 @@ StatusOr<Object> KubeStore::Create(const Object& in) {
   return written.status().Annotate("create " + what + " (status)");
 }
 
-StatusOr<Object> KubeStore::Patch(const Object& in, bool status) {
+StatusOr<Object> KubeStore::Patch(const Object& in, bool status, const Object* base) {
   RETURN_IF_ERROR(ValidateForKube(in));
   const char* verb = status ? "update status" : "update";
   const std::string what = Describe(in.kind, in.name);
@@ -300,7 +300,15 @@ StatusOr<Object> KubeStore::Patch(const Object& in, bool status) {
     return InvalidArgument(std::string("resourceVersion is required to ") + verb + " " + what +
                            ": every update is a compare-and-swap");
   }
-  ASSIGN_OR_RETURN(Object stored, Get(in.kind, in.name));
+  if (base != nullptr && (base->kind != in.kind || base->name != in.name ||
+                          base->resource_version != in.resource_version ||
+                          (!in.uid.empty() && base->uid != in.uid) || base->uid.empty())) {
+    return InvalidArgument(std::string(verb) + " of " + what +
+                           ": the base it was made from must be the same object (kind, name, "
+                           "uid) at the same resourceVersion");
+  }
+  ASSIGN_OR_RETURN(Object stored,
+                   base != nullptr ? StatusOr<Object>(*base) : Get(in.kind, in.name));
   if (!in.uid.empty() && in.uid != stored.uid) {
     return Aborted("conflict: " + std::string(verb) + " of " + what + " with uid " + in.uid +
                    ", but the stored object is another lifecycle (uid " + stored.uid +
@@ -367,6 +375,10 @@ StatusOr<Object> KubeStore::Patch(const Object& in, bool status) {
 StatusOr<Object> KubeStore::Update(const Object& in) { return Patch(in, false); }
 
 StatusOr<Object> KubeStore::UpdateStatus(const Object& in) { return Patch(in, true); }
+
+StatusOr<Object> KubeStore::UpdateStatusFrom(const Object& base, const Object& next) {
+  return Patch(next, true, &base);
+}
 
 Status KubeStore::Delete(const std::string& kind, const std::string& name,
                          const Preconditions& pre) {

@@ -67,6 +67,9 @@ class KubeStore : public Store {
   StatusOr<Object> Create(const Object& object) override;
   StatusOr<Object> Update(const Object& object) override;
   StatusOr<Object> UpdateStatus(const Object& object) override;
+  // One request: the patch is made from `base`, led by tests of its uid and
+  // resourceVersion, with no read before it.
+  StatusOr<Object> UpdateStatusFrom(const Object& base, const Object& next) override;
   Status Delete(const std::string& kind, const std::string& name,
                 const Preconditions& preconditions = {}) override;
   StatusOr<std::unique_ptr<WatchHandle>> Watch(const std::string& kind,
@@ -80,8 +83,9 @@ class KubeStore : public Store {
   StatusOr<const KubeResource*> Resource(const std::string& kind) const;
   StatusOr<std::string> CollectionPath(const std::string& kind) const;
   StatusOr<std::string> ObjectPath(const std::string& kind, const std::string& name) const;
-  // Update and UpdateStatus: read, compare, then a JSON patch led by tests.
-  StatusOr<Object> Patch(const Object& in, bool status);
+  // Update and UpdateStatus: read (unless the caller's `base` stands for the
+  // stored object), compare, then a JSON patch led by tests.
+  StatusOr<Object> Patch(const Object& in, bool status, const Object* base = nullptr);
 
   std::shared_ptr<kube::Client> client_;
   KubeStoreOptions options_;
