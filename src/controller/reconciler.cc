@@ -80,17 +80,24 @@ Status ExportReconciler::Start() {
     std::string key = kVolPrefix + e.object.name;
     if (e.type != store::EventType::kDeleted && own(key, e.object)) return;
     if (e.type == store::EventType::kDeleted) {
-      std::lock_guard<std::mutex> lock(mu_);
-      agent_of_.erase(key);
-      applied_in_epoch_.erase(e.object.name);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        agent_of_.erase(key);
+        applied_in_epoch_.erase(e.object.name);
+      }
+      std::lock_guard<std::mutex> lock(verified_mu_);
+      verified_.erase(e.object.name);
     }
     EnqueueKey(key, {}, e.type == store::EventType::kDeleted ? "" : AgentRefOf(e.object));
   });
-  cache_->OnChange(api::kKindNode,
-                   [this](const store::Event& e) { EnqueueKey(kNodePrefix + e.object.name); });
+  cache_->OnChange(api::kKindNode, [this](const store::Event& e) {
+    records_epoch_++;
+    EnqueueKey(kNodePrefix + e.object.name);
+  });
   cache_->OnChange(api::kKindAgent, [this, own](const store::Event& e) {
     std::string key = kAgentPrefix + e.object.name;
     if (own(key, e.object)) return;
+    records_epoch_++;
     EnqueueKey(key);
   });
   RETURN_IF_ERROR(cache_->Start());
@@ -349,7 +356,8 @@ StatusOr<ExportReconciler::AgentView> ExportReconciler::Agent(const std::string&
 }
 
 StatusOr<bool> ExportReconciler::WriteOutcome(const store::Object& obj, const api::Condition& cond,
-                                              const std::optional<api::ExportInfo>& info) {
+                                              const std::optional<api::ExportInfo>& info,
+                                              std::string* version) {
   // Only the condition and exportInfo are touched; every other status field
   // stays byte-for-byte what the operator or the CSI path wrote.
   std::vector<api::Condition> conds = api::StoredConditions(obj.status);
@@ -369,6 +377,7 @@ StatusOr<bool> ExportReconciler::WriteOutcome(const store::Object& obj, const ap
                              written.name, written.uid, written.resource_version},
                             cond.status != "True", cond.reason, cond.message);
   }
+  if (version != nullptr) *version = written.resource_version;
   std::lock_guard<std::mutex> lock(mu_);
   own_writes_[kVolPrefix + obj.name] = written.resource_version;
   return true;
@@ -396,12 +405,27 @@ StatusOr<ReconcileOutcome> ExportReconciler::Reconcile(const std::string& volume
     if (!obj.ok()) return obj.status();
     ReconcileOutcome out;
     std::optional<api::ExportInfo> info;
+    const uint64_t epoch = records_epoch_.load();  // before anything is read
+    {
+      std::lock_guard<std::mutex> lock(verified_mu_);
+      verified_.erase(volume);
+    }
     if (!Converge(*obj, seen, batched, out, info)) {
       // DeleteVolume owns it, or its create has not written its status yet.
       if (out.create_pending) EnqueueKey(kVolPrefix + volume, options_.create_grace);
       return out;
     }
-    ASSIGN_OR_RETURN(out.status_written, WriteOutcome(*obj, out.condition, info));
+    std::string version = obj->resource_version;
+    ASSIGN_OR_RETURN(out.status_written, WriteOutcome(*obj, out.condition, info, &version));
+    if (cache_ && out.condition.status == "True" && out.actual && out.actual->protocol) {
+      auto v = api::LoadVolume(*obj);
+      if (v.ok()) {
+        std::lock_guard<std::mutex> lock(verified_mu_);
+        verified_[volume] =
+            Verified{version, epoch, v->spec.agent_ref,
+                     ExportKey(v->spec.agent_volume_id, *out.actual->protocol), *out.actual};
+      }
+    }
     return out;
   });
 }
@@ -545,7 +569,8 @@ bool ExportReconciler::NeedsApply(const api::VolumeState& v, const agent_api::Ex
 }
 
 std::map<std::string, ExportReconciler::BatchApplied> ExportReconciler::ApplyInBatches(
-    const std::string& agent_ref, AgentClient& client, const std::vector<store::Object>& volumes,
+    const std::string& agent_ref, AgentClient& client,
+    const std::vector<const store::Object*>& volumes,
     const std::map<std::string, agent_api::Export>& by_key, ResyncStats& stats) {
   std::map<std::string, BatchApplied> out;
   if (options_.apply_batch <= 1) return out;
@@ -556,7 +581,8 @@ std::map<std::string, ExportReconciler::BatchApplied> ExportReconciler::ApplyInB
   // apply them one at a time.
   std::vector<std::pair<std::string, agent_api::ApplyExportRequest>> planned;
   std::map<std::string, int> ids;
-  for (const auto& obj : volumes) {
+  for (const store::Object* o : volumes) {
+    const store::Object& obj = *o;
     auto v = api::LoadVolume(obj);
     if (!v.ok() || obj.status.empty() || v->meta.deletion_timestamp || v->status.deleting ||
         !api::IsProvisioned(v->status) || !v->status.export_spec) {
@@ -629,9 +655,22 @@ void ExportReconciler::ResyncAgent(const std::string& agent_ref,
   }
   // What drifted is applied first, in batches; each volume's pass then finds
   // its apply already answered and only verifies and records.
-  std::map<std::string, BatchApplied> batched;
-  if (list_status.ok()) batched = ApplyInBatches(agent_ref, *agent->client, volumes, by_key, stats);
+  // A volume nothing moved for since its last pass verified it is passed
+  // over (the list just read shows its export unchanged).
+  std::vector<const store::Object*> rest;
+  rest.reserve(volumes.size());
   for (const auto& obj : volumes) {
+    if (list_status.ok() && StillVerified(obj, by_key)) {
+      stats.volumes++;
+      stats.skipped++;
+      continue;
+    }
+    rest.push_back(&obj);
+  }
+  std::map<std::string, BatchApplied> batched;
+  if (list_status.ok()) batched = ApplyInBatches(agent_ref, *agent->client, rest, by_key, stats);
+  for (const store::Object* o : rest) {
+    const store::Object& obj = *o;
     stats.volumes++;
     if (agent.ok() && AbandonedCreate(obj, clock_.Now(), options_.abandoned_create_ttl)) {
       ReapAbandonedCreate(obj, *agent->client);
@@ -647,7 +686,7 @@ void ExportReconciler::ResyncAgent(const std::string& agent_ref,
       }
       api::Condition c = MakeCondition(false, ReasonForAgentError(list_status),
                                        list_status.message(), obj.generation);
-      auto w = WriteOutcome(obj, c, std::nullopt);
+      auto w = WriteOutcome(obj, c, std::nullopt, nullptr);
       if (w.ok() && *w) stats.status_writes++;
       EnqueueKey(kVolPrefix + obj.name, options_.backoff_base);
       continue;
@@ -675,6 +714,30 @@ void ExportReconciler::ResyncAgent(const std::string& agent_ref,
     RecordFailure(obj.name, r->condition.status == "False" &&
                                 r->condition.reason != std::string(api::kReasonExportSpecMissing));
   }
+}
+
+bool ExportReconciler::StillVerified(const store::Object& obj,
+                                     const std::map<std::string, agent_api::Export>& by_key) {
+  if (!cache_) return false;
+  std::lock_guard<std::mutex> lock(verified_mu_);
+  auto it = verified_.find(obj.name);
+  if (it == verified_.end() || it->second.resource_version != obj.resource_version ||
+      it->second.records_epoch != records_epoch_.load()) {
+    return false;
+  }
+  auto seen = by_key.find(it->second.export_key);
+  return seen != by_key.end() && seen->second == it->second.actual;
+}
+
+std::string ExportReconciler::AgentRefFor(const store::Object& obj) {
+  {
+    std::lock_guard<std::mutex> lock(verified_mu_);
+    auto it = verified_.find(obj.name);
+    if (it != verified_.end() && it->second.resource_version == obj.resource_version) {
+      return it->second.agent_ref;
+    }
+  }
+  return AgentRefOf(obj);
 }
 
 void ExportReconciler::ReapAbandonedCreate(const store::Object& obj, AgentClient& client) {
@@ -708,7 +771,7 @@ ResyncStats ExportReconciler::ResyncAll() {
   }
   std::map<std::string, std::vector<store::Object>> by_agent;
   for (auto& obj : *list) {
-    std::string agent_ref = AgentRefOf(obj);
+    std::string agent_ref = AgentRefFor(obj);
     by_agent[agent_ref].push_back(std::move(obj));
   }
   // Agents are passed over side by side (up to `workers` at once, each agent
@@ -735,6 +798,7 @@ ResyncStats ExportReconciler::ResyncAll() {
     stats.drifted += a.drifted;
     stats.status_writes += a.status_writes;
     stats.batched += a.batched;
+    stats.skipped += a.skipped;
   }
   return stats;
 }
@@ -902,6 +966,7 @@ bool ExportReconciler::PollEpochs() {
         std::lock_guard<std::mutex> lock(mu_);
         restarted_agents_[obj.name] = epoch;
       }
+      records_epoch_++;  // every volume of it is applied once again
       log::Info("agent boot epoch changed; re-applying its exports",
                 {{"agent", obj.name}, {"was", previous_epoch}, {"now", epoch}});
       EnqueueKey(kAgentPrefix + obj.name);

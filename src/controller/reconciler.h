@@ -79,6 +79,7 @@ struct ResyncStats {
   int drifted = 0;
   int status_writes = 0;
   int batched = 0;  // volumes applied through an ApplyExports batch
+  int skipped = 0;  // passed over: record and export exactly as last verified
 };
 
 struct SnapshotResyncStats {
@@ -181,18 +182,29 @@ class ExportReconciler {
   // A resync's applies for one agent, made in ApplyExports batches before the
   // volumes' own passes: volume name -> what was sent and answered.
   std::map<std::string, BatchApplied> ApplyInBatches(
-      const std::string& agent_ref, AgentClient& client, const std::vector<store::Object>& volumes,
+      const std::string& agent_ref, AgentClient& client,
+      const std::vector<const store::Object*>& volumes,
       const std::map<std::string, agent_api::Export>& by_key, ResyncStats& stats);
   // The agent's export of the volume; nullopt when it has none.
   StatusOr<std::optional<agent_api::Export>> Observe(const api::VolumeState& v,
                                                      const DesiredExport& want, AgentClient& client,
                                                      const SeenExport& seen);
   StatusOr<AgentView> Agent(const std::string& agent_ref);
-  // Writes the condition (and exportInfo when reconciled) unless unchanged.
+  // Writes the condition (and exportInfo when reconciled) unless unchanged;
+  // `version` becomes the record's resourceVersion after it.
   StatusOr<bool> WriteOutcome(const store::Object& obj, const api::Condition& cond,
-                              const std::optional<api::ExportInfo>& info);
+                              const std::optional<api::ExportInfo>& info, std::string* version);
   void ResyncAgent(const std::string& agent_ref, const std::vector<store::Object>& volumes,
                    ResyncStats& stats);
+  // Whether a resync may pass over `obj`: its last pass verified it
+  // Reconciled at this very record version, no node or agent record (nor an
+  // agent's boot epoch) moved since, and its agent lists exactly the export
+  // it verified then.
+  bool StillVerified(const store::Object& obj,
+                     const std::map<std::string, agent_api::Export>& by_key);
+  // The agent a record names: from the last verification of this very
+  // record version when there is one, else parsed.
+  std::string AgentRefFor(const store::Object& obj);
   // Removes a record whose create was abandoned (see abandoned_create_ttl):
   // first the storage of its lifecycle on the agent (the agent deletes only
   // what carries that uid), then the record, pinned to its uid and version.
@@ -266,6 +278,20 @@ class ExportReconciler {
   std::map<std::string, Credentials> credentials_;  // volume -> offered, not yet on the agent
 
   NamedLocks volume_locks_;  // serializes reconciles of the same volume
+
+  // What a pass last verified for each volume (see StillVerified); kept only
+  // while the watch-fed cache runs, whose node and agent events (and each new
+  // boot epoch) move records_epoch_ and so retire every entry at once.
+  struct Verified {
+    std::string resource_version;
+    uint64_t records_epoch = 0;
+    std::string agent_ref;
+    std::string export_key;
+    agent_api::Export actual;
+  };
+  std::mutex verified_mu_;
+  std::map<std::string, Verified> verified_;
+  std::atomic<uint64_t> records_epoch_{0};
 
   std::vector<std::thread> threads_;
   std::unique_ptr<store::StoreCache> cache_;

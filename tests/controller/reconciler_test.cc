@@ -770,6 +770,51 @@ TEST_F(ReconcilerLoopTest, AResyncRepairsAHealthyAgentWhileAnotherHangs) {
   EXPECT_EQ(Condition("pvc-1"), "True/Reconciled");
 }
 
+// Issue 25: a resync passes over a volume whose record, node and agent
+// records and listed export are exactly as its last pass verified them, and
+// looks again at once when any of them moved.
+TEST_F(ReconcilerLoopTest, AResyncPassesOverWhatNothingMovedForAndLooksAgainWhenSomethingDid) {
+  RegisterNode("node-a");
+  RegisterNode("node-b");
+  CreateVolume(Spec("pvc-1"), Intent(true, {"node-a"}, 1));
+  CreateVolume(Spec("pvc-2"), Intent(true, {"node-a"}, 1));
+  ASSERT_TRUE(reconciler().Start().ok());
+  ResyncStats first = reconciler().ResyncAll();
+  EXPECT_EQ(first.skipped, 0);
+  ASSERT_EQ(Condition("pvc-1"), "True/Reconciled");
+  ASSERT_EQ(Condition("pvc-2"), "True/Reconciled");
+  // Once the cache holds the records as written, nothing is looked at twice.
+  ASSERT_TRUE(WaitFor([&] { return reconciler().ResyncAll().skipped == 2; }));
+
+  // Out of band, pvc-1's ACL gains an intruder: its export is not what was
+  // verified, so it is compared and repaired; pvc-2 is still passed over.
+  auto edited = *agent_->ExportOf("tank/pvc-1", Protocol::kNvmeofTcp);
+  edited.allowed_hosts.push_back(NqnOf("intruder"));
+  agent_->SetExport(edited);
+  ResyncStats repaired = reconciler().ResyncAll();
+  EXPECT_EQ(repaired.skipped, 1);
+  EXPECT_EQ(repaired.drifted, 1);
+  EXPECT_THAT(AllowedHosts("pvc-1"), ElementsAre(NqnOf("node-a")));
+
+  // A node record moved (one no volume is published to, so no worker looks
+  // at the volumes first): the next pass compares every volume again.
+  auto node = Get(api::kKindNode, "node-b");
+  node.spec["ipAddresses"] = {"10.0.1.2"};
+  ASSERT_TRUE(store().Update(node).ok());
+  ASSERT_TRUE(WaitFor([&] { return reconciler().ResyncAll().skipped == 0; }))
+      << "a pass over a changed node record must compare every volume";
+  EXPECT_TRUE(WaitFor([&] { return reconciler().ResyncAll().skipped == 2; }));
+
+  // A new boot epoch of the agent: each volume is applied once again.
+  const size_t applies = agent_->Applies().size();
+  agent_->SetBootEpoch("epoch-2");
+  reconciler().PollEpochs();
+  EXPECT_TRUE(WaitFor([&] { return agent_->Applies().size() == applies + 2; }))
+      << "both volumes applied once in the new epoch, none passed over";
+  EXPECT_TRUE(WaitFor([&] { return reconciler().ResyncAll().skipped == 2; }));
+  EXPECT_EQ(agent_->Applies().size(), applies + 2) << "and only once";
+}
+
 // Issue 28: a down agent is polled every unreachable_poll_interval, so its
 // restart is noticed within that of its return, not a whole poll interval.
 TEST_F(ReconcilerLoopTest, AnUnreachableAgentIsPolledSoonerUntilItAnswers) {
