@@ -69,6 +69,7 @@ class GrpcRegistryClient final : public RegistryClient {
     Reconnect();
   }
   Status Register(const NodeIdentityInfo& identity) override;
+  void Reset() override { Reconnect(); }
 
  private:
   void Reconnect();

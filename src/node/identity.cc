@@ -123,6 +123,8 @@ StatusOr<NodeIdentityInfo> IdentitySource::Read() {
 
 Status IdentityReporter::Tick() {
   ASSIGN_OR_RETURN(NodeIdentityInfo id, source_.Read());
+  if (addresses_ && *addresses_ != id.ip_addresses) registry_.Reset();
+  addresses_ = id.ip_addresses;
   if (last_ && *last_ == id && ++unchanged_ticks_ < refresh_ticks_) return Status::Ok();
   unchanged_ticks_ = 0;
   if (Status s = registry_.Register(id); !s.ok()) {

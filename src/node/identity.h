@@ -70,6 +70,10 @@ class RegistryClient {
  public:
   virtual ~RegistryClient() = default;
   virtual Status Register(const NodeIdentityInfo& identity) = 0;
+  // The node's own addresses changed: the connection the next report would
+  // use may be bound to one that is gone (it would hang until its deadline),
+  // so start the next report on a new one.
+  virtual void Reset() {}
 };
 
 // One watch step at a time (the caller's loop paces it): reads the identity
@@ -90,6 +94,7 @@ class IdentityReporter {
   int refresh_ticks_;
   int unchanged_ticks_ = 0;
   std::optional<NodeIdentityInfo> last_;
+  std::optional<std::vector<std::string>> addresses_;  // as read at the last tick
 };
 
 }  // namespace pillar::node

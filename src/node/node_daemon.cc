@@ -14,6 +14,7 @@
 #include "common/fs.h"
 #include "common/log.h"
 #include "common/validate.h"
+#include "node/address_watch.h"
 #include "node/attach/iscsi.h"
 #include "node/attach/nvme.h"
 #include "node/csi_node.h"
@@ -41,6 +42,15 @@ class Ticker {
   Ticker(std::chrono::milliseconds interval, std::function<void()> step)
       : interval_(interval), step_(std::move(step)), thread_([this] { Loop(); }) {}
   ~Ticker() { Stop(); }
+  // Runs the step now (or right after the one running) rather than at the
+  // next interval.
+  void Poke() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      poked_ = true;
+    }
+    cv_.notify_all();
+  }
   void Stop() {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -57,7 +67,8 @@ class Ticker {
       lock.unlock();
       step_();
       lock.lock();
-      cv_.wait_for(lock, interval_, [this] { return stop_; });
+      cv_.wait_for(lock, interval_, [this] { return stop_ || poked_; });
+      poked_ = false;
     }
   }
 
@@ -66,6 +77,7 @@ class Ticker {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
+  bool poked_ = false;
   std::thread thread_;
 };
 
@@ -176,6 +188,7 @@ int RunNode(NodeDaemonOptions options) {
   std::unique_ptr<IdentitySource> id_source;
   std::unique_ptr<IdentityReporter> reporter;
   std::unique_ptr<Ticker> id_ticker;
+  std::unique_ptr<AddressWatch> address_watch;
   if (!o.registry_address.empty()) {
     std::shared_ptr<grpc::ChannelCredentials> creds;
     if (o.registry_insecure) {
@@ -203,6 +216,13 @@ int RunNode(NodeDaemonOptions options) {
         log::Warn("identity report failed; retrying", {{"error", s.ToString()}});
       }
     });
+    // An address or link event reports at once; the interval is the net.
+    address_watch = std::make_unique<AddressWatch>([&id_ticker] { id_ticker->Poke(); });
+    if (Status s = address_watch->Start(); !s.ok()) {
+      log::Warn("no address events; identities are polled only",
+                {{"error", s.ToString()}, {"interval", o.identity_interval.count()}});
+      address_watch.reset();
+    }
   } else {
     log::Warn("no --registry-address: node identities are not reported", {});
   }
@@ -222,6 +242,7 @@ int RunNode(NodeDaemonOptions options) {
 
   return daemon.WaitAndShutdown(std::chrono::seconds(5), [&] {
     heal_ticker.Stop();
+    if (address_watch) address_watch->Stop();
     if (id_ticker) id_ticker->Stop();
   });
 }

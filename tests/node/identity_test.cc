@@ -46,7 +46,9 @@ class FakeRegistry : public RegistryClient {
     calls.push_back(id);
     return fail ? Unavailable("registry down") : Status::Ok();
   }
+  void Reset() override { resets_before_call.push_back(calls.size()); }
   std::vector<NodeIdentityInfo> calls;
+  std::vector<size_t> resets_before_call;  // calls made before each Reset
   bool fail = false;
 };
 
@@ -154,6 +156,25 @@ TEST_F(NodeIdentityTest, FailedReportForgetsWhatWasReportedAndUnchangedIsRefresh
   // Unchanged identities are still re-reported every refresh_ticks ticks.
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(reporter.Tick().ok());
   EXPECT_EQ(registry.calls.size(), before + 2);
+}
+
+// Issue 25: after the node's address changed, the report that tells the
+// registry goes over a new connection: the old one may be bound to the
+// address that is gone and would hang until its deadline (s4: 10 s).
+TEST_F(NodeIdentityTest, AnAddressChangeStartsTheNextReportOnANewConnection) {
+  IdentitySource source = Source();
+  FakeRegistry registry;
+  IdentityReporter reporter(source, registry);
+  ASSERT_TRUE(reporter.Tick().ok());
+  ASSERT_TRUE(reporter.Tick().ok());
+  EXPECT_TRUE(registry.resets_before_call.empty()) << "nothing changed: the connection stays";
+  exec_.OnOutput({"ip", "-j", "addr", "show"},
+                 R"([{"ifname":"eth0","addr_info":[{"family":"inet","local":"192.0.2.9"}]}])");
+  ASSERT_TRUE(reporter.Tick().ok());
+  EXPECT_EQ(registry.resets_before_call, (std::vector<size_t>{1u})) << "reset before the report";
+  ASSERT_EQ(registry.calls.size(), 2u);
+  ASSERT_TRUE(reporter.Tick().ok());
+  EXPECT_EQ(registry.resets_before_call.size(), 1u);
 }
 
 TEST(NodeIpClasses, LoopbackAndLinkLocal) {

@@ -6,7 +6,9 @@
 #   pause        registry.k8s.io/pause:3.10.2 (tests/k8s/tools/cmd/pause; the
 #                sandbox image containerd is pinned to)
 #   busybox      registry.k8s.io/e2e-test-images/busybox:1.37.0-2 (Debian's
-#                busybox-static with its applet links; the workload image)
+#                busybox-static with its applet links; the workload image),
+#                also named registry.k8s.io/e2e-test-images/glibc-dns-testing:2.1.1
+#                (the image e2e.test's multiVolume specs run)
 #   registrar    pillar.test/csi-node-registrar:dev (tests/k8s/tools/cmd/csi-node-registrar)
 #   csi-provisioner csi-attacher csi-resizer csi-snapshotter
 #                registry.k8s.io/sig-storage/NAME:VERSION from $CSI_BIN
@@ -26,8 +28,10 @@ if [[ ${1:-} == --bundle ]]; then
   layout=$(mktemp -d "$out/.bundle.XXXXXX")
   trap 'rm -rf "$layout"' EXIT
   for kind in "$@"; do
-    ref=$(tar -xOf "$out/$kind.tar" manifest.json | jq -r '.[0].RepoTags[0]')
-    skopeo copy --quiet "docker-archive:$out/$kind.tar" "oci:$layout/l:$ref"
+    # Every name of the archive (busybox has two), each a ref of the same blobs.
+    for ref in $(tar -xOf "$out/$kind.tar" manifest.json | jq -r '.[0].RepoTags[]'); do
+      skopeo copy --quiet "docker-archive:$out/$kind.tar" "oci:$layout/l:$ref"
+    done
   done
   tar -C "$layout/l" -cf "$out/$bundle.oci.tar" .
   exit 0
@@ -91,8 +95,12 @@ for kind in "$@"; do
       umoci config --image "$l:img" --architecture amd64 --os linux --created "$created" --no-history --config.cmd /bin/sh \
         --config.env PATH=/bin >/dev/null
       ref=registry.k8s.io/e2e-test-images/busybox:1.37.0-2
-      skopeo copy --quiet "oci:$l:img" "docker-archive:$out/busybox.tar:$ref"
-      echo "busybox $ref" ;;
+      # The same image under the second name e2e.test runs its pods from
+      # (multiVolume's concurrent-access specs: a shell, sleep, dd, md5sum).
+      also=registry.k8s.io/e2e-test-images/glibc-dns-testing:2.1.1
+      skopeo copy --quiet --additional-tag "$also" "oci:$l:img" "docker-archive:$out/busybox.tar:$ref"
+      echo "busybox $ref"
+      echo "busybox $also" ;;
     csi-provisioner|csi-attacher|csi-resizer|csi-snapshotter)
       ver=$("${CSI_BIN:?}/$kind" --version 2>&1 | grep -o 'v[0-9][0-9.]*' | head -1)
       one_binary "$kind" "registry.k8s.io/sig-storage/$kind:$ver" "$CSI_BIN/$kind" ;;
