@@ -43,6 +43,11 @@ class BenchDirectory : public controller::AgentDirectory {
     for (const auto& [ref, c] : clients) n += c->calls.load();
     return n;
   }
+  double AgentSeconds() const {
+    int64_t n = 0;
+    for (const auto& [ref, c] : clients) n += c->agent_nanos.load();
+    return static_cast<double>(n) / 1e9;
+  }
   std::map<std::string, std::shared_ptr<InProcessAgentClient>> clients;
 };
 
@@ -177,13 +182,18 @@ int Run(int volumes, int agents, std::string uri) {
   int64_t calls = directory.Calls();
   requests = Requests(st);
   double cpu = CpuSeconds();
+  double agent_cpu = directory.AgentSeconds();
   auto t = std::chrono::steady_clock::now();
   auto s2 = rec.ResyncAll();
   double wall = Since(t);
-  std::cout << "full resync, no drift: " << wall << " s wall, " << (CpuSeconds() - cpu)
-            << " s CPU, " << (directory.Calls() - calls) << " agent calls, "
+  double total = CpuSeconds() - cpu;
+  double agents_part = directory.AgentSeconds() - agent_cpu;
+  std::cout << "full resync, no drift: " << wall << " s wall, " << total << " s CPU ("
+            << (total - agents_part) << " controller, " << agents_part
+            << " the agents' ListExports), " << (directory.Calls() - calls) << " agent calls, "
             << (Requests(st) - requests) << " API requests, " << s2.drifted << " drifted, "
-            << s2.status_writes << " status writes, " << s2.volumes << " volumes\n";
+            << s2.status_writes << " status writes, " << s2.volumes << " volumes, " << s2.skipped
+            << " passed over\n";
 
   // One agent loses its whole target state (module reload / reboot).
   auto& victim = *nodes[0];
