@@ -778,6 +778,7 @@ ResyncStats ExportReconciler::ResyncAll() {
   // by one thread): a slow or unreachable agent holds its own thread only,
   // and the status writes of different agents' volumes overlap.
   std::vector<std::pair<const std::string*, const std::vector<store::Object>*>> work;
+  work.reserve(by_agent.size());
   for (const auto& [agent_ref, vols] : by_agent) work.emplace_back(&agent_ref, &vols);
   std::vector<ResyncStats> per_agent(work.size());
   std::atomic<size_t> next{0};
