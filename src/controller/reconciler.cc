@@ -635,6 +635,7 @@ StatusOr<std::optional<agent_api::Export>> ExportReconciler::Observe(const api::
 
 void ExportReconciler::ResyncAgent(const std::string& agent_ref,
                                    const std::vector<store::Object>& volumes, ResyncStats& stats) {
+  NamedLocks::Guard one_pass = agent_resyncs_.Lock(agent_ref);
   stats.agents++;
   auto agent = Agent(agent_ref);
   std::map<std::string, agent_api::Export> by_key;

@@ -278,6 +278,10 @@ class ExportReconciler {
   std::map<std::string, Credentials> credentials_;  // volume -> offered, not yet on the agent
 
   NamedLocks volume_locks_;  // serializes reconciles of the same volume
+  // Serializes resyncs of the same agent: two passes planning at once (the
+  // agent's key taken by two workers, a periodic pass beside an epoch's)
+  // would each send a batch before either recorded what it applied.
+  NamedLocks agent_resyncs_;
 
   // What a pass last verified for each volume (see StillVerified); kept only
   // while the watch-fed cache runs, whose node and agent events (and each new

@@ -815,6 +815,35 @@ TEST_F(ReconcilerLoopTest, AResyncPassesOverWhatNothingMovedForAndLooksAgainWhen
   EXPECT_EQ(agent_->Applies().size(), applies + 2) << "and only once";
 }
 
+// Two resyncs of one agent at once (its key re-queued while a worker had
+// it, a periodic pass beside an epoch's) apply a new epoch's exports once:
+// the second plans only after the first recorded what it applied.
+TEST_F(ReconcilerLoopTest, TwoResyncsOfOneAgentAtOnceApplyANewEpochOnce) {
+  options_.max_inflight_per_agent = 4;
+  RegisterNode("node-a");
+  CreateVolume(Spec("pvc-1"), Intent(true, {"node-a"}, 1));
+  CreateVolume(Spec("pvc-2"), Intent(true, {"node-a"}, 1));
+  reconciler().ResyncAll();
+  ASSERT_EQ(Condition("pvc-1"), "True/Reconciled");
+  reconciler().PollEpochs();
+  const size_t applies = agent_->Applies().size();
+  agent_->SetBootEpoch("epoch-2");
+  reconciler().PollEpochs();  // no workers: only the two passes below run
+
+  agent_->Hold();
+  std::thread first([&] { reconciler().ResyncAgentNow(kAgentRef); });
+  ASSERT_TRUE(WaitFor([&] { return agent_->InFlight() == 1; }));
+  std::thread second([&] { reconciler().ResyncAgentNow(kAgentRef); });
+  std::this_thread::sleep_for(milliseconds(100));
+  EXPECT_EQ(agent_->InFlight(), 1) << "the second pass listed while the first was planning";
+  agent_->Release();
+  first.join();
+  second.join();
+  EXPECT_EQ(agent_->Applies().size(), applies + 2) << "each volume applied once in the new epoch";
+  EXPECT_EQ(Condition("pvc-1"), "True/Reconciled");
+  EXPECT_EQ(Condition("pvc-2"), "True/Reconciled");
+}
+
 // Issue 28: a down agent is polled every unreachable_poll_interval, so its
 // restart is noticed within that of its return, not a whole poll interval.
 TEST_F(ReconcilerLoopTest, AnUnreachableAgentIsPolledSoonerUntilItAnswers) {
