@@ -12,6 +12,11 @@
 #   - the chart's CRDs equal deploy/crds, byte for byte and as parsed
 #     objects, and the comparison catches a changed copy
 #   - values the schema must refuse fail helm template, naming the field
+#   - metrics: --metrics-address and a port named metrics per component (per
+#     agent DaemonSet), a headless metrics Service each; ServiceMonitors and
+#     the Grafana dashboard's ConfigMap only when asked; nothing of it with
+#     metrics.enabled=false; the dashboard (valid JSON, only metric names the
+#     daemons export, equal to deploy/grafana's copy)
 #   - every rendered object applied with server-side apply (CRDs first,
 #     Established); the controller's pods made by the real Deployment
 #     controller (Pending: no kubelet); the certManager render as a
@@ -23,7 +28,8 @@
 #     ServiceAccount: leader and standby, the rendered liveness probe on
 #     both and on a dead leader, failover; the real csi-provisioner,
 #     csi-attacher and csi-resizer with their rendered arguments beside it,
-#     leading, with no request forbidden
+#     leading, with no request forbidden; the rendered --metrics-address
+#     (moved to loopback) serves pillar_controller_leader 1 on the leader
 #   - helm install, NOTES, helm status, helm uninstall
 # Prints  figure: helm template in N.NN s. Last line:
 #   k8s-chart: N passed, M failed
@@ -194,7 +200,7 @@ ok "default render parses ($(jq length "$J") objects)"
 
 kinds=$(jq -r 'group_by(.kind) | map("\(.[0].kind)=\(length)") | join(" ")' "$J")
 expect_eq "default render: the objects" \
-  "ClusterRole=4 ClusterRoleBinding=4 CSIDriver=1 DaemonSet=1 Deployment=1 Role=3 RoleBinding=3 Service=1 ServiceAccount=3 StorageClass=3" \
+  "ClusterRole=4 ClusterRoleBinding=4 CSIDriver=1 DaemonSet=1 Deployment=1 Role=3 RoleBinding=3 Service=3 ServiceAccount=3 StorageClass=3" \
   "$(tr ' ' '\n' <<<"$kinds" | LC_ALL=C sort -f | tr '\n' ' ' | sed 's/ $//')"
 check "every namespaced object is in $NS (but the Events Role and its binding, in default)" \
   "([.[] | select(.kind | IN(\"CSIDriver\",\"ClusterRole\",\"ClusterRoleBinding\",\"StorageClass\") | not)
@@ -261,6 +267,31 @@ check "Service pillar-controller: port 9600 to the registry port, selecting the 
     and (\$svc.spec.selector | to_entries | all(. as \$e | \$d.spec.selector.matchLabels[\$e.key] == \$e.value))
     and ([\$d | $ctl | .ports[] | select(.name == \"registry\") | .containerPort] == [9600])"
 
+# Metrics (on by default): the flag, a port named metrics, a headless Service
+# selecting the pods; no ServiceMonitor and no dashboard unless asked.
+# metrics_svc SVC-NAME PORT POD-OBJECT: the Service's port "metrics" is PORT,
+# to the pods' port "metrics", selecting the pod template's labels.
+metrics_svc() {
+  printf '(%s) as $svc | (%s) as $w |
+    ($svc.spec.ports == [{name: "metrics", port: %s, targetPort: "metrics", protocol: "TCP"}])
+    and $svc.spec.clusterIP == "None" and $svc.metadata.labels["pillar-csi.bhyoo.com/metrics"] == "true"
+    and ($svc.spec.selector | length > 0 and (to_entries | all(. as $e | $w.spec.template.metadata.labels[$e.key] == $e.value)))' \
+    "$(obj Service "$1")" "$3" "$2"
+}
+# metrics_pod POD-OBJECT CONTAINER PORT HOSTPORT(true|false): the container's
+# --metrics-address=0.0.0.0:PORT and its port named metrics.
+metrics_pod() {
+  printf '%s | .spec.template.spec.containers[] | select(.name == "%s") |
+    ([.args[] | select(startswith("--metrics-address"))] == ["--metrics-address=0.0.0.0:%s"])
+    and ([.ports[] | select(.name == "metrics")] == [{name: "metrics", containerPort: %s, protocol: "TCP"}
+      + (if %s then {hostPort: %s} else {} end)])' "$1" "$2" "$3" "$3" "$4" "$3"
+}
+check "metrics: controller --metrics-address=0.0.0.0:9650, container port metrics 9650" "$(metrics_pod "$D" pillar-controller 9650 false)"
+check "metrics: Service pillar-controller-metrics, headless, port metrics 9650, selecting the controller pods" \
+  "$(metrics_svc pillar-controller-metrics 9650 "$D")"
+check "metrics: no agent metrics Service without an agent, no ServiceMonitor, no dashboard ConfigMap by default" \
+  '[.[] | select(.metadata.name == "pillar-agent-metrics" or .kind == "ServiceMonitor" or .kind == "ConfigMap")] | length == 0'
+
 # The node plugin.
 N=$(obj DaemonSet pillar-node)
 nd=".spec.template.spec.containers[] | select(.name == \"pillar-node\")"
@@ -297,6 +328,9 @@ check "node: the registrar and the plugin share the plugin dir" \
    ($(hostpath "$N" node-driver-registrar /var/lib/kubelet/plugins_registry | sed 's/\["\/var\/lib\/kubelet\/plugins_registry"\]/["\/registration"]/'))"
 check "node: tolerates every taint by default, no API token mounted" \
   "$N | .spec.template.spec | (.tolerations == [{operator: \"Exists\"}]) and (.automountServiceAccountToken == false)"
+check "metrics: node --metrics-address=0.0.0.0:9652, port metrics 9652 with hostPort (host network)" "$(metrics_pod "$N" pillar-node 9652 true)"
+check "metrics: Service pillar-node-metrics, headless, port metrics 9652, selecting the node pods" \
+  "$(metrics_svc pillar-node-metrics 9652 "$N")"
 
 # The node ServiceAccount and the controller's --node-service-account.
 node_sa=$(jq -r "$N | .spec.template.spec.serviceAccountName" "$J")
@@ -319,9 +353,10 @@ fi
 J=$W/agent1.json
 A=$(obj DaemonSet pillar-agent-storage-1)
 ag=".spec.template.spec.containers[] | select(.name == \"pillar-agent\")"
-check "one agent: the default objects plus DaemonSet pillar-agent-storage-1" \
+check "one agent: the default objects plus DaemonSet pillar-agent-storage-1 and Service pillar-agent-metrics" \
   "([.[] | select(.kind == \"DaemonSet\") | .metadata.name] | sort) == [\"pillar-agent-storage-1\", \"pillar-node\"]
-    and length == $(jq length "$W/default.json") + 1"
+    and ([.[] | select(.kind == \"Service\") | .metadata.name] | index(\"pillar-agent-metrics\") != null)
+    and length == $(jq length "$W/default.json") + 2"
 check "agent: pinned to node storage-1 (and the storage-node label), host network, privileged" \
   "$A | .spec.template.spec | (.nodeSelector == {\"kubernetes.io/hostname\": \"storage-1\", \"pillar-csi.bhyoo.com/storage-node\": \"true\"}) and .hostNetwork
     and (.containers[0].securityContext.privileged == true)"
@@ -346,6 +381,9 @@ check "agent: host /proc/fs/nfsd mounted read-only at /host/proc/fs/nfsd, --nfsd
     (\$v | length == 1) and ([\$s.containers[0].volumeMounts[] | select(.name == \$v[0]) | [.mountPath, .readOnly]] == [[\"/host/proc/fs/nfsd\", true]])
     and (\$s.containers[0].args | index(\"--nfsd-proc=/host/proc/fs/nfsd\") != null)"
 check "agent: --state-dir under the mounted state dir" "$A | $ag | .args | index(\"--state-dir=/var/lib/pillar-csi/agent\") != null"
+check "metrics: agent --metrics-address=0.0.0.0:9651, port metrics 9651 with hostPort (host network)" "$(metrics_pod "$A" pillar-agent 9651 true)"
+check "metrics: Service pillar-agent-metrics, headless, port metrics 9651, selecting the agent pods" \
+  "$(metrics_svc pillar-agent-metrics 9651 "$A")"
 
 # Images and pull policies come from the values.
 check "every container image is from the values (pillar images at the chart's appVersion)" \
@@ -479,13 +517,20 @@ check "custom: without nfs, no NFS mounts and --protocols=nvmeof-tcp,iscsi" \
   "$A | .spec.template.spec | ([.volumes[].hostPath.path] | (index(\"/proc/fs/nfsd\") == null) and (index(\"/etc/exports.d\") == null))
     and (.containers[0].args | index(\"--protocols=nvmeof-tcp,iscsi\") != null)"
 check "custom: --listen=0.0.0.0:9700 and its port declared" \
-  "$A | $ag | (.args | index(\"--listen=0.0.0.0:9700\") != null) and (.ports == [{name: \"grpc\", containerPort: 9700, hostPort: 9700, protocol: \"TCP\"}])"
+  "$A | $ag | (.args | index(\"--listen=0.0.0.0:9700\") != null) and (.ports == [{name: \"grpc\", containerPort: 9700, hostPort: 9700, protocol: \"TCP\"},
+      {name: \"metrics\", containerPort: 9651, hostPort: 9651, protocol: \"TCP\"}])"
 check "custom: one agent DaemonSet per entry with a node (none for outside-1), each pinned, on its entry's port" \
   "([.[] | select(.kind == \"DaemonSet\" and (.metadata.name | contains(\"agent\"))) | .metadata.name] | sort) ==
       [\"store-pillar-agent-storage-1\", \"store-pillar-agent-storage-2\"]
     and ($(obj DaemonSet store-pillar-agent-storage-2) | .spec.template.spec | .nodeSelector[\"kubernetes.io/hostname\"] == \"storage-node-2\"
       and (.containers[0].args | index(\"--listen=0.0.0.0:9701\") != null))
     and ($A | .spec.template.spec.nodeSelector[\"kubernetes.io/hostname\"] == \"storage-node-1\")"
+for a in storage-1 storage-2; do
+  check "custom: metrics on agent $a's DaemonSet (--metrics-address, port metrics 9651)" \
+    "$(metrics_pod "$(obj DaemonSet "store-pillar-agent-$a")" pillar-agent 9651 true)"
+done
+check "custom: one agent metrics Service selects both agents' pods" \
+  "$(metrics_svc store-pillar-agent-metrics 9651 "$A") and ($(metrics_svc store-pillar-agent-metrics 9651 "$(obj DaemonSet store-pillar-agent-storage-2)"))"
 check "custom: kubelet dir $KD mounted Bidirectional" \
   "$(hostpath "$N" pillar-node $KD) and ($N | $nd | [.volumeMounts[] | select(.mountPath == \"$KD\") | .mountPropagation] == [\"Bidirectional\"])"
 check "custom: registrar's path and the plugin dirs under $KD" \
@@ -611,6 +656,120 @@ else
   fail "helm template with auth classes" "$(cat "$W/err")"
 fi
 
+# ---- metrics: ServiceMonitors, the dashboard, metrics off -------------------------
+# The dashboard may name only metrics the daemons export (histograms with
+# their _bucket, _sum and _count series), and names each of them.
+DAEMON_METRICS="pillar_controller_volumes pillar_controller_reconcile_duration_seconds
+  pillar_controller_resync_duration_seconds pillar_controller_repairs_total pillar_controller_agent_calls_total
+  pillar_controller_agent_call_duration_seconds pillar_controller_agents pillar_controller_agents_connected
+  pillar_controller_leader pillar_controller_store_requests_total pillar_controller_store_request_duration_seconds
+  pillar_agent_exports pillar_agent_target_operations_total pillar_agent_pool_size_bytes pillar_agent_pool_available_bytes
+  pillar_agent_pool_provisioned_bytes pillar_agent_fencing_refusals_total pillar_agent_boot_epoch_info
+  pillar_agent_rpc_duration_seconds pillar_node_csi_operations_seconds pillar_node_selfheal_actions_total pillar_node_sessions"
+# dashboard_metrics FILE: the problems of a dashboard, one a line (nothing: none)
+dashboard_metrics() {
+  local used m base
+  used=$(jq -r '[.. | objects | .expr? // empty] | .[]' "$1" | grep -oE 'pillar_[a-z_]+' | sort -u) ||
+    { echo "no expression names a pillar_ metric"; return; }
+  for m in $used; do
+    base=$(sed -E 's/_(bucket|sum|count)$//' <<<"$m")
+    grep -qw -- "$m" <<<"$DAEMON_METRICS" || grep -qw -- "$base" <<<"$DAEMON_METRICS" || echo "unknown metric $m"
+  done
+  for m in $DAEMON_METRICS; do
+    grep -qE -- "^${m}(_bucket|_sum|_count)?\$" <<<"$used" || echo "not shown: $m"
+  done
+}
+dash=$chart/dashboards/pillar.json
+if cmp -s "$dash" "$root/deploy/grafana/pillar-dashboard.json"; then
+  ok "deploy/grafana/pillar-dashboard.json equals charts/pillar/dashboards/pillar.json byte for byte"
+else
+  fail "deploy/grafana/pillar-dashboard.json equals charts/pillar/dashboards/pillar.json byte for byte" \
+    "copy charts/pillar/dashboards/pillar.json there (helm reads only the chart's copy)"
+fi
+check "dashboard: a datasource variable (prometheus), schemaVersion >= 36, every panel on it, unique panel ids" \
+  '([.templating.list[] | select(.name == "datasource") | [.type, .query]] == [["datasource", "prometheus"]])
+    and .schemaVersion >= 36
+    and ([.panels[] | select(.type != "row") | .datasource.uid, (.targets[].datasource.uid)] | unique == ["${datasource}"])
+    and ([.panels[].id] | length == (unique | length))' "$dash"
+expect_eq "dashboard: only metric names the daemons export, and every one of them" "" "$(dashboard_metrics "$dash")"
+sed 's/pillar_controller_repairs_total/pillar_controller_repair_total/' "$dash" >"$W/dash-typo.json"
+if [[ -z $(dashboard_metrics "$W/dash-typo.json") ]]; then
+  fail "a misspelt metric name in the dashboard is caught"
+else
+  ok "a misspelt metric name in the dashboard is caught"
+fi
+
+cat >"$W/monitoring.yaml" <<'YAML'
+metrics:
+  serviceMonitor:
+    enabled: true
+    interval: 1m
+    labels: {release: kube-prometheus-stack}
+  grafanaDashboard:
+    enabled: true
+controller:
+  agents:
+    - {name: storage-1, address: 10.0.0.5, port: 9500, node: storage-1}
+    - {name: storage-2, address: 10.0.0.6, port: 9500, node: storage-2}
+YAML
+if helm template pillar "$chart" --namespace "$NS" -f "$W/monitoring.yaml" >"$W/monitoring-out.yaml" 2>"$W/err" &&
+  tojson "$W/monitoring-out.yaml" >"$W/monitoring.json"; then
+  J=$W/monitoring.json
+  check "serviceMonitor.enabled: one ServiceMonitor per component (controller, node, agent)" \
+    '[.[] | select(.kind == "ServiceMonitor") | [.apiVersion, .metadata.name]] | sort ==
+      [["monitoring.coreos.com/v1", "pillar-agent"], ["monitoring.coreos.com/v1", "pillar-controller"], ["monitoring.coreos.com/v1", "pillar-node"]]'
+  for c in controller node agent; do
+    check "ServiceMonitor pillar-$c: port metrics, /metrics, every 1m, label release, selecting Service pillar-$c-metrics only" \
+      "($(obj ServiceMonitor "pillar-$c")) as \$sm | [.[] | select(.kind == \"Service\" and .metadata.namespace == \"$NS\")
+        | select(.metadata.labels as \$l | \$sm.spec.selector.matchLabels | to_entries | all(\$l[.key] == .value)) | .metadata.name]
+        == [\"pillar-$c-metrics\"]
+      and \$sm.spec.endpoints == [{port: \"metrics\", path: \"/metrics\", scheme: \"http\", interval: \"1m\"}]
+      and \$sm.spec.namespaceSelector == {matchNames: [\"$NS\"]} and \$sm.metadata.labels.release == \"kube-prometheus-stack\""
+  done
+  check "metrics: both agent groups' DaemonSets carry the flag and the port" \
+    "[.[] | select(.kind == \"DaemonSet\" and (.metadata.name | startswith(\"pillar-agent-\"))) | .spec.template.spec.containers[0]
+      | (.args | index(\"--metrics-address=0.0.0.0:9651\") != null) and ([.ports[].name] == [\"grpc\", \"metrics\"])] == [true, true]"
+  check "grafanaDashboard.enabled: ConfigMap pillar-grafana-dashboard labelled grafana_dashboard=1, with the chart's dashboard" \
+    "[$(obj ConfigMap pillar-grafana-dashboard) | .metadata.labels.grafana_dashboard, (.data | keys)] == [\"1\", [\"pillar.json\"]]"
+  jq -r "$(obj ConfigMap pillar-grafana-dashboard) | .data[\"pillar.json\"]" "$J" >"$W/dash-cm.json"
+  check "the ConfigMap's dashboard is valid JSON naming pillar_controller_repairs_total, the same as the chart's file" \
+    "(.[0] == .[1]) and (.[0] | [.. | objects | .expr? // empty] | any(contains(\"pillar_controller_repairs_total\")))" \
+    <(jq -s . "$W/dash-cm.json" "$dash" 2>/dev/null || echo '[]')
+else
+  fail "helm template with ServiceMonitors and the dashboard" "$(cat "$W/err")"
+fi
+if helm template pillar "$chart" --namespace "$NS" -f "$W/monitoring.yaml" --set metrics.enabled=false \
+  >"$W/nometrics.yaml" 2>"$W/err" && tojson "$W/nometrics.yaml" >"$W/nometrics.json"; then
+  J=$W/nometrics.json
+  check "metrics.enabled=false: no --metrics-address, no port named metrics, no metrics Service, ServiceMonitor or ConfigMap" \
+    "([.[] | select(.kind == \"Deployment\" or .kind == \"DaemonSet\") | .spec.template.spec.containers[]
+        | (.args[] | select(startswith(\"--metrics-address\"))), (.ports[]? | select(.name == \"metrics\"))] | length == 0)
+      and ([.[] | select((.metadata.name | endswith(\"-metrics\")) or .kind == \"ServiceMonitor\" or .kind == \"ConfigMap\")] | length == 0)
+      and ([.[] | select(.kind == \"DaemonSet\")] | length == 3)"
+  check "metrics.enabled=false: the node plugin declares no ports at all" \
+    "$(obj DaemonSet pillar-node) | .spec.template.spec.containers[0] | has(\"ports\") | not"
+else
+  fail "helm template with metrics.enabled=false" "$(cat "$W/err")"
+fi
+# Ports that would collide are refused by the chart.
+refused_by_chart() { # refused_by_chart NAME MESSAGE-TEXT HELM-ARGS...
+  local name=$1 want=$2
+  shift 2
+  if helm template pillar "$chart" --namespace "$NS" "$@" >"$W/refused.out" 2>&1; then
+    fail "refused: $name" "accepted"
+  elif ! grep -qF -- "$want" "$W/refused.out"; then
+    fail "refused: $name" "the message does not say $want: $(head -3 "$W/refused.out")"
+  else
+    ok "refused: $name"
+  fi
+}
+refused_by_chart "controller.metrics.port = registry.port" "controller.metrics.port 9600 is registry.port" \
+  --set controller.metrics.port=9600
+refused_by_chart "agent.metrics.port = node.metrics.port" "agent.metrics.port 9652 is node.metrics.port" \
+  --set agent.metrics.port=9652
+refused_by_chart "agent.metrics.port = an agent's port" "agent.metrics.port 9500 is agent storage-1's port" \
+  --set agent.metrics.port=9500 --set-json "controller.agents=$AGENT1"
+
 # ---- values the schema refuses ---------------------------------------------------
 refused() { # refused NAME FIELD-TEXT HELM-ARGS...: helm template fails, naming the field
   local name=$1 want=$2
@@ -674,6 +833,13 @@ refused "an agent name longer than a label value" "/controller/agents/0/name" \
   --set-json "controller.agents=[{\"name\":\"$(printf 'a%.0s' {1..64})\",\"address\":\"10.0.0.5\",\"port\":9500}]"
 refused "a pull policy Sometimes" "/controller/image/pullPolicy" --set controller.image.pullPolicy=Sometimes
 refused "a relative kubeletDir" "/kubeletDir" --set kubeletDir=var/lib/kubelet
+refused "controller.metrics.port as a string" "/controller/metrics/port" --set-string controller.metrics.port=metrics
+refused "agent.metrics.port=0" "/agent/metrics/port" --set agent.metrics.port=0
+refused "metrics.enabled=maybe" "/metrics/enabled" --set metrics.enabled=maybe
+refused "metrics.serviceMonitor.interval=soon" "/metrics/serviceMonitor/interval" --set metrics.serviceMonitor.interval=soon
+refused "a misspelt metrics key (metrics.serviceMonitors)" "serviceMonitors" --set metrics.serviceMonitors.enabled=true
+refused "a dashboard label that is no string" "/metrics/grafanaDashboard/labels/grafana_dashboard" \
+  --set-json 'metrics.grafanaDashboard.labels={"grafana_dashboard":1}'
 
 # ---- on the real API server --------------------------------------------------------
 # The node plugin and the agent are privileged containers, which a real
@@ -869,8 +1035,9 @@ users: [{name: u, user: {token: "$ctl_token"}}]
 contexts: [{name: x, context: {cluster: c, user: u, namespace: $NS}}]
 current-context: x
 YAML
-read -r port_a port_b <<<"$(_k8s_free_ports 2)"
-run_replica() { # run_replica NAME PORT
+read -r port_a port_b mport_a mport_b <<<"$(_k8s_free_ports 4)"
+# Two replicas on one host: the rendered 0.0.0.0:9650 moves to a port each.
+run_replica() { # run_replica NAME PORT METRICS-PORT
   local a args=()
   mkdir -p "$W/$1"
   while IFS= read -r a; do
@@ -879,6 +1046,7 @@ run_replica() { # run_replica NAME PORT
       --csi-endpoint=*) a=--csi-endpoint=unix://$W/$1/csi.sock ;;
       --registry-listen=*) a=--registry-listen=127.0.0.1:$2 ;;
       --ready-file=*) a=--ready-file=$W/$1/ready ;;
+      --metrics-address=*) a=--metrics-address=127.0.0.1:$3 ;;
     esac
     a=${a//\/etc\/pillar-csi\//$W/tls/}
     args+=("${a//\$(POD_NAME)/$1}")
@@ -893,15 +1061,21 @@ probe() { # probe NAME PORT: the rendered liveness probe with W/NAME's paths; it
   script=${script//\/dev\/tcp\/127.0.0.1\/9600//dev/tcp/127.0.0.1/$2}
   "${cmd[0]}" "${cmd[1]}" "$script" >/dev/null 2>&1
 }
+leader_metric() { # leader_metric PORT: pillar_controller_leader as that replica serves it
+  local out
+  out=$(curl --noproxy '*' -sS --max-time 5 "http://127.0.0.1:$1/metrics" 2>&1) || { echo "curl: ${out:0:200}"; return; }
+  awk '$1 == "pillar_controller_leader" { v = $2 + 0 } END { print (v == "" ? "absent" : v) }' <<<"$out"
+}
 holder() { kubectl -n "$NS" get lease pillar-csi-controller -o jsonpath='{.spec.holderIdentity}' 2>/dev/null; }
-run_replica controller-a "$port_a"
+run_replica controller-a "$port_a" "$mport_a"
 if took=$(wait_for 60 test -s "$W/controller-a/ready"); then
   ok "the rendered arguments run pillar-controller as the chart's ServiceAccount: it leads ($took s)"
 else
   fail "the rendered arguments run pillar-controller as the chart's ServiceAccount" "$(tail -3 "$W/logs/controller-a.log")"
 fi
 expect_eq "Lease $NS/pillar-csi-controller held by controller-a" controller-a "$(holder)"
-run_replica controller-b "$port_b"
+expect_eq "the rendered --metrics-address serves pillar_controller_leader 1 on the leader" 1 "$(leader_metric "$mport_a")"
+run_replica controller-b "$port_b" "$mport_b"
 # A standby serves its CSI socket (Probe ready=false, so the sidecars beside it
 # wait), but no registry and no ready file.
 if wait_for 30 grep -q 'waiting for leadership' "$W/logs/controller-b.log" >/dev/null &&
@@ -911,6 +1085,7 @@ if wait_for 30 grep -q 'waiting for leadership' "$W/logs/controller-b.log" >/dev
 else
   fail "a second replica waits as a standby" "$(tail -3 "$W/logs/controller-b.log")"
 fi
+expect_eq "pillar_controller_leader 0 on the standby" 0 "$(leader_metric "$mport_b")"
 if probe controller-a "$port_a"; then ok "liveness probe passes on the leader"; else fail "liveness probe passes on the leader"; fi
 if probe controller-b "$port_b"; then ok "liveness probe passes on the standby"; else fail "liveness probe passes on the standby"; fi
 pillar_kill "$W" controller-a KILL 2>/dev/null  # (no "Killed" notice from bash)
@@ -926,6 +1101,7 @@ else
 fi
 if probe controller-b "$port_b"; then ok "liveness probe passes on the new leader"; else fail "liveness probe passes on the new leader"; fi
 expect_eq "Lease held by controller-b" controller-b "$(holder)"
+expect_eq "pillar_controller_leader 1 on the new leader" 1 "$(leader_metric "$mport_b")"
 
 # The real CSI sidecars with the Deployment's arguments beside the leader, as
 # the same ServiceAccount: each takes its own Lease and lists and watches what
@@ -1030,14 +1206,22 @@ if k8s_snapshot_crds "$W" "${snapshot_crds[@]}"; then
 else
   fail "the VolumeSnapshot CRDs (tests/k8s/snapshot-crds.sh)" "$(tail -3 "$W/logs/snapshot-crds.log" 2>&1)"
 fi
-jq '[.[] | select(.apiVersion | startswith("cert-manager.io") | not)] | {apiVersion: "v1", kind: "List", items: .}' \
-  "$W/custom.json" >"$W/custom-known.json"
-if kubectl apply --server-side --dry-run=server --field-manager=pillar-chart-test --force-conflicts \
-  -f "$W/custom-known.json" >"$W/dry.out" 2>&1; then
-  ok "the non-default render accepted by a server-side dry run ($(jq '.items | length' "$W/custom-known.json") objects without the cert-manager ones)"
-else
-  fail "the non-default render accepted by a server-side dry run" "$(grep -v 'serverside-applied' "$W/dry.out" | head -10)"
-fi
+# dry_run_known NAME RENDER-JSON KEEP-FILTER LEFT-OUT: the render's objects
+# KEEP-FILTER keeps, accepted by a server-side dry run.
+dry_run_known() {
+  jq "[.[] | select($3)] | {apiVersion: \"v1\", kind: \"List\", items: .}" "$2" >"$W/known.json"
+  if kubectl apply --server-side --dry-run=server --field-manager=pillar-chart-test --force-conflicts \
+    -f "$W/known.json" >"$W/dry.out" 2>&1; then
+    ok "$1 accepted by a server-side dry run ($(jq '.items | length' "$W/known.json") objects without $4)"
+  else
+    fail "$1 accepted by a server-side dry run" "$(grep -v 'serverside-applied' "$W/dry.out" | head -10)"
+  fi
+}
+dry_run_known "the non-default render" "$W/custom.json" '.apiVersion | startswith("cert-manager.io") | not' "the cert-manager ones"
+# The metrics render's Services and dashboard ConfigMap; its ServiceMonitors
+# are left out: this API server has no Prometheus Operator CRDs (their fields
+# were checked as rendered).
+dry_run_known "the metrics render" "$W/monitoring.json" '.kind != "ServiceMonitor"' "the ServiceMonitors"
 
 # Finally the user's path: helm install itself (CRDs from crds/, which exist
 # now, then the templates), into a fresh cluster state for the chart's
