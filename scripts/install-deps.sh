@@ -8,6 +8,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   nlohmann-json3-dev libyaml-cpp-dev libsqlite3-dev sqlite3 libspdlog-dev libfmt-dev libcli11-dev libssl-dev openssl
   libcurl4-openssl-dev  # the Kubernetes API client
+  prometheus-cpp-dev    # /metrics on every daemon (prometheus-cpp core and pull)
   libmount-dev          # the node plugin reads /proc/self/mountinfo with libmount
   jq                    # seed 001's runbook, run as written by tests/k8s/suites/k8s-runbook.sh
   libgtest-dev libgmock-dev libbenchmark-dev

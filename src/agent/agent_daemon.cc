@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "agent/agent_core.h"
+#include "agent/agent_metrics.h"
 #include "agent/agent_service.h"
 #include "agent/backends/file_backend.h"
 #include "agent/backends/lvm_backend.h"
@@ -26,6 +27,7 @@
 #include "common/clock.h"
 #include "common/daemon.h"
 #include "common/exec.h"
+#include "common/grpc_metrics.h"
 #include "common/log.h"
 #include "common/signals.h"
 #include "common/validate.h"
@@ -153,6 +155,8 @@ void AddAgentFlags(CLI::App& app, AgentDaemonOptions& o) {
   app.add_option("--iqn-prefix", o.iqn_prefix, "prefix of target IQNs");
   app.add_option("--log-level", o.log_level, "debug, info, warn, error");
   app.add_option("--ready-file", o.ready_file, "write the bound port here once serving");
+  app.add_option("--metrics-address", o.metrics_address,
+                 "serve Prometheus metrics on http://HOST:PORT/metrics (empty: none)");
 }
 
 int RunAgent(const AgentDaemonOptions& options, const AgentDaemonHooks& hooks) {
@@ -176,9 +180,13 @@ int RunAgent(const AgentDaemonOptions& options, const AgentDaemonHooks& hooks) {
     if (Status s = hooks.prepare(); !s.ok()) return fail(s);
   }
 
-  SystemExec exec;
+  auto metrics_endpoint = metrics::MaybeServe(options.metrics_address);
+  if (!metrics_endpoint.ok()) return fail(metrics_endpoint.status());
+
+  SystemExec system_exec;
+  MeteredExec exec(system_exec);  // programs run count as target operations
   PosixFs fs;
-  Fs& configfs = hooks.configfs != nullptr ? *hooks.configfs : fs;
+  MeteredFs configfs(hooks.configfs != nullptr ? *hooks.configfs : fs);
   if (Status s = fs.MakeDirs(options.state_dir + "/generations"); !s.ok()) return fail(s);
   SystemClock clock;
   FencingMarks marks(fs, clock, options.state_dir + "/generations");
@@ -208,6 +216,8 @@ int RunAgent(const AgentDaemonOptions& options, const AgentDaemonHooks& hooks) {
   }
   for (Protocol p : protocols) core.AddExporter(MakeExporter(p, options, exec, fs, configfs));
   core.CheckTargetState();
+  AgentMetrics::Get().boot_epoch.Add({{"epoch", core.BootEpoch()}}).Set(1);
+  RefreshOnScrape(core);
 
   auto creds = ListenerCredentials("the agent API on " + options.listen + " (--insecure)",
                                    options.tls, options.insecure, AgentRpcPolicy());
@@ -215,6 +225,13 @@ int RunAgent(const AgentDaemonOptions& options, const AgentDaemonHooks& hooks) {
   AgentService service(core);
   grpc::ServerBuilder builder;
   HardenServer(builder);
+  {
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> timers;
+    timers.push_back(
+        metrics::CallMetricsInterceptor({&AgentMetrics::Get().rpc_duration, "method",
+                                         "grpc_status_code", &metrics::FastBuckets()}));
+    builder.experimental().SetInterceptorCreators(std::move(timers));
+  }
   int bound_port = 0;
   builder.AddListeningPort(options.listen, *creds, &bound_port);
   builder.RegisterService(&service);

@@ -39,6 +39,7 @@ struct AgentDaemonOptions {
   int epoch_check_seconds = 5;
   std::string log_level = "info";
   std::string ready_file;
+  std::string metrics_address;  // HOST:PORT of /metrics; empty: none
   std::string nqn_prefix = kDefaultNqnPrefix;
   std::string iqn_prefix = kDefaultIqnPrefix;
 };

@@ -1,5 +1,6 @@
 #include "agent/agent_service.h"
 
+#include "agent/agent_metrics.h"
 #include "common/grpc_status.h"
 #include "common/protocol_proto.h"
 
@@ -86,7 +87,10 @@ FenceToken FenceFromProto(const v1::Fence& f) {
 
 // Fencing refusals carry a machine-readable reason beside code ABORTED.
 grpc::Status Reply(grpc::ServerContext* ctx, const Status& s) {
-  if (s.code() == Code::kAborted) ctx->AddTrailingMetadata("pillar-reason", "StaleGeneration");
+  if (s.code() == Code::kAborted) {
+    ctx->AddTrailingMetadata("pillar-reason", "StaleGeneration");
+    AgentMetrics::Get().fencing_refusals.Increment();
+  }
   return ToGrpc(s);
 }
 
@@ -223,6 +227,7 @@ grpc::Status AgentService::ApplyExports(grpc::ServerContext* ctx,
     v1::ApplyExportResult* r = resp->add_results();
     r->set_agent_volume_id(req->exports(i).agent_volume_id());
     Status status = item_of[i] < 0 ? malformed[i] : outcomes[item_of[i]].status;
+    if (status.code() == Code::kAborted) AgentMetrics::Get().fencing_refusals.Increment();
     r->set_code(static_cast<int32_t>(status.code()));
     r->set_message(status.message());
     if (item_of[i] < 0) continue;

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "common/fs.h"
+#include "common/grpc_metrics.h"
 #include "common/log.h"
 
 namespace pillar {
@@ -90,6 +91,11 @@ Status GrpcDaemon::Serve(const std::vector<GrpcListener>& listeners,
     addresses += (addresses.empty() ? "" : ", ") + l.address;
   }
   for (grpc::Service* s : services) builder.RegisterService(s);
+  if (call_metrics_) {
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> timers;
+    timers.push_back(metrics::CallMetricsInterceptor(*call_metrics_));
+    builder.experimental().SetInterceptorCreators(std::move(timers));
+  }
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server) return Unavailable("cannot listen on " + addresses);
   servers_.push_back(std::move(server));

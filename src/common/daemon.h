@@ -19,9 +19,11 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "common/grpc_metrics.h"
 #include "common/grpc_tls.h"
 #include "common/signals.h"
 #include "common/status.h"
@@ -83,6 +85,10 @@ class GrpcDaemon {
   Status Serve(const std::vector<GrpcListener>& listeners,
                const std::vector<grpc::Service*>& services);
 
+  // Every call the servers Serve starts from now on answer is timed into
+  // `calls` (see common/grpc_metrics.h).
+  void TimeCalls(metrics::CallMetrics calls) { call_metrics_ = std::move(calls); }
+
   // Blocks until SIGTERM or SIGINT; logs "<title> stopping", runs
   // `before_shutdown` (the daemon's own loops), then shuts every server down,
   // cancelling calls still running after `grace`. Returns main's exit code (0).
@@ -96,6 +102,7 @@ class GrpcDaemon {
   Status tls_policy_;  // RequireTls13's; Serve fails unless OK
   TerminationSignals signals_;
   std::vector<std::unique_ptr<grpc::Server>> servers_;
+  std::optional<metrics::CallMetrics> call_metrics_;
 };
 
 }  // namespace pillar

@@ -6,6 +6,7 @@
 
 #include "common/grpc_status.h"
 #include "controller/agent_proto.h"
+#include "controller/controller_metrics.h"
 #include "pillar/agent/v1/agent.grpc.pb.h"
 
 namespace pillar::controller {
@@ -84,8 +85,19 @@ class GrpcAgentClient : public AgentClient {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + timeout_);
     Resp resp;
+    const auto start = std::chrono::steady_clock::now();
     grpc::Status s = ((*stub_).*method)(&ctx, req, &resp);
-    if (!s.ok()) return FromGrpc(s).Annotate("agent " + agent_ref_);
+    // The RPC's name is its response's, less "Response" (GetInfoResponse).
+    static const std::string rpc = [] {
+      std::string n = Resp::descriptor()->name();
+      const std::string suffix = "Response";
+      if (n.size() > suffix.size() && n.ends_with(suffix)) n.resize(n.size() - suffix.size());
+      return n;
+    }();
+    Status st = s.ok() ? Status::Ok() : FromGrpc(s);
+    ControllerMetrics::Get().AgentCall(rpc, metrics::GrpcCodeLabel(static_cast<int>(st.code())),
+                                       metrics::SecondsSince(start));
+    if (!s.ok()) return st.Annotate("agent " + agent_ref_);
     return resp;
   }
   // Call, and the whole answer in pillar's types.

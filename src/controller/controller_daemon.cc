@@ -12,7 +12,9 @@
 #include "common/daemon.h"
 #include "common/fs.h"
 #include "common/log.h"
+#include "common/metrics.h"
 #include "common/validate.h"
+#include "controller/controller_metrics.h"
 #include "controller/csi_controller.h"
 #include "controller/leader.h"
 #include "controller/reconciler.h"
@@ -134,6 +136,8 @@ void AddControllerFlags(CLI::App& app, ControllerDaemonOptions& o) {
                  "a hanging agent then delays no other agent's volumes)");
   app.add_option("--log-level", o.log_level, "debug, info, warn, error");
   app.add_option("--ready-file", o.ready_file, "write the registry's bound port here once serving");
+  app.add_option("--metrics-address", o.metrics_address,
+                 "serve Prometheus metrics on http://HOST:PORT/metrics (empty: none)");
 }
 
 int RunController(ControllerDaemonOptions options) {
@@ -147,6 +151,11 @@ int RunController(ControllerDaemonOptions options) {
     log::Warn("INSECURE: o.agents are called without TLS (--agent-insecure)");
   }
   WarnIfCsiOnTcp(o.csi_endpoint);
+
+  auto metrics_endpoint = metrics::MaybeServe(o.metrics_address);
+  if (!metrics_endpoint.ok()) return fail(metrics_endpoint.status());
+  ControllerMetrics& m = ControllerMetrics::Get();
+  m.leader.Set(0);
 
   auto where = store::ParseStoreUri(o.store);
   if (!where.ok()) return fail(where.status());
@@ -164,6 +173,9 @@ int RunController(ControllerDaemonOptions options) {
   std::unique_ptr<kube::LeaseElector> elector;
   if (on_kube) {
     kube::Client& client = *kube_client;
+    client.SetRequestObserver([&m](const std::string& verb, Code code, double seconds) {
+      m.StoreRequest(verb, metrics::GrpcCodeLabel(static_cast<int>(code)), seconds);
+    });
     const std::string ns = client.config().namespace_name;
     if (o.kube.install_crds) {
       auto crds = store::EnsureCrds(client, std::chrono::seconds(60));
@@ -287,6 +299,7 @@ int RunController(ControllerDaemonOptions options) {
         return stop_self(2);
       }
       lease_leader->SetReady();
+      m.leader.Set(1);
       // Lost means another replica may lead now: stop at once; Kubernetes
       // restarts this one as a candidate.
       elector->Run([&] { stop_self(1); });
@@ -294,6 +307,7 @@ int RunController(ControllerDaemonOptions options) {
   } else {
     if (Status s = file_leader->WaitForLeadership(); !s.ok()) return fail(s);
     if (Status s = lead(); !s.ok()) return fail(s);
+    m.leader.Set(1);
   }
 
   daemon.WaitAndShutdown(std::chrono::seconds(1), [&] {

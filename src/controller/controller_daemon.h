@@ -47,7 +47,8 @@ struct ControllerDaemonOptions {
   int workers = 8;
   int workers_per_agent = 0;  // 0: half of workers
   std::string log_level = "info";
-  std::string ready_file;  // receives the registry's bound port once serving
+  std::string ready_file;       // receives the registry's bound port once serving
+  std::string metrics_address;  // HOST:PORT of /metrics; empty: none
 };
 
 // Declares every controller flag on `app`, bound to `options`.

@@ -4,6 +4,7 @@
 #include <random>
 
 #include "common/log.h"
+#include "controller/controller_metrics.h"
 #include "store/retry.h"
 
 namespace pillar::controller {
@@ -85,8 +86,11 @@ Status ExportReconciler::Start() {
         agent_of_.erase(key);
         applied_in_epoch_.erase(e.object.name);
       }
-      std::lock_guard<std::mutex> lock(verified_mu_);
-      verified_.erase(e.object.name);
+      {
+        std::lock_guard<std::mutex> lock(verified_mu_);
+        verified_.erase(e.object.name);
+      }
+      NoteRecorded(e.object.name, nullptr);
     }
     EnqueueKey(key, {}, e.type == store::EventType::kDeleted ? "" : AgentRefOf(e.object));
   });
@@ -396,6 +400,14 @@ StatusOr<ReconcileOutcome> ExportReconciler::Reconcile(const std::string& volume
                                                        const SeenExport& seen, bool fresh,
                                                        const BatchApplied* batched) {
   auto guard = volume_locks_.Lock(volume);
+  const auto started = std::chrono::steady_clock::now();
+  struct Timed {
+    std::chrono::steady_clock::time_point started;
+    ~Timed() {
+      ControllerMetrics::Get().reconcile_duration.Observe(metrics::SecondsSince(started));
+    }
+  } timed{started};
+  std::optional<Verified> prior;  // what the last pass verified, taken once
 
   return store::RetryOnConflict("volume " + volume, [&](int attempt) -> StatusOr<ReconcileOutcome> {
     // The cache is as new as the event that queued this volume; after a lost
@@ -408,15 +420,24 @@ StatusOr<ReconcileOutcome> ExportReconciler::Reconcile(const std::string& volume
     const uint64_t epoch = records_epoch_.load();  // before anything is read
     {
       std::lock_guard<std::mutex> lock(verified_mu_);
-      verified_.erase(volume);
+      auto it = verified_.find(volume);
+      if (it != verified_.end()) {
+        if (attempt == 0) prior = std::move(it->second);
+        verified_.erase(it);
+      }
     }
     if (!Converge(*obj, seen, batched, out, info)) {
       // DeleteVolume owns it, or its create has not written its status yet.
       if (out.create_pending) EnqueueKey(kVolPrefix + volume, options_.create_grace);
       return out;
     }
+    if (!out.changes.empty()) CountRepair(prior, *obj, epoch, out);
     std::string version = obj->resource_version;
     ASSIGN_OR_RETURN(out.status_written, WriteOutcome(*obj, out.condition, info, &version));
+    if (NoteRecorded(volume, &out.condition) &&
+        out.condition.reason == std::string(api::kReasonExportSpecMissing)) {
+      ControllerMetrics::Get().Repair(kCauseSpecMissing);
+    }
     if (cache_ && out.condition.status == "True" && out.actual && out.actual->protocol) {
       auto v = api::LoadVolume(*obj);
       if (v.ok()) {
@@ -484,6 +505,7 @@ bool ExportReconciler::Converge(const store::Object& obj, const SeenExport& seen
   // Apply only when something differs, the agent's fence is behind or the
   // agent restarted since this volume was last applied.
   auto reapply_epoch = ReapplyEpoch(v.spec.agent_ref, v.meta.name);
+  out.observed = *actual;
   if (NeedsApply(v, *actual ? &**actual : nullptr, out.drift)) {
     std::optional<Credentials> offered = OfferedFor(v, want);
     auto request = MakeApplyRequest(v, want, offered ? &*offered : nullptr);
@@ -507,6 +529,7 @@ bool ExportReconciler::Converge(const store::Object& obj, const SeenExport& seen
     if (reapply_epoch) {
       std::lock_guard<std::mutex> lock(mu_);
       applied_in_epoch_[v.meta.name] = *reapply_epoch;
+      out.epoch_reapply = true;
     }
     out.changes = std::move(applied->changes);
     *actual = std::move(applied->actual);
@@ -765,6 +788,11 @@ void ExportReconciler::ReapAbandonedCreate(const store::Object& obj, AgentClient
 
 ResyncStats ExportReconciler::ResyncAll() {
   ResyncStats stats;
+  const auto started = std::chrono::steady_clock::now();
+  struct Timed {
+    std::chrono::steady_clock::time_point started;
+    ~Timed() { ControllerMetrics::Get().resync_duration.Observe(metrics::SecondsSince(started)); }
+  } timed{started};
   auto list = ReadAll(api::kKindVolume);
   if (!list.ok()) {
     log::Warn("resync: cannot list volumes", {{"error", list.status().ToString()}});
@@ -926,6 +954,7 @@ bool ExportReconciler::PollEpochs() {
   auto list = ReadAll(api::kKindAgent);
   if (!list.ok()) return false;
   bool some_unreachable = false;
+  int connected = 0;
   for (const auto& obj : *list) {
     auto rec = api::LoadAgent(obj);
     if (!rec.ok()) continue;
@@ -950,6 +979,7 @@ bool ExportReconciler::PollEpochs() {
          reach.ok() ? "agent answered GetInfo" : reach.message(), "", obj.generation},
         FormatRfc3339(clock_.Now()));
     some_unreachable = some_unreachable || !reach.ok();
+    if (reach.ok()) connected++;
     bool epoch_changed = reach.ok() && epoch != rec->boot_epoch;
     std::string previous_epoch = rec->boot_epoch;
     if (changed || epoch_changed) {
@@ -974,7 +1004,42 @@ bool ExportReconciler::PollEpochs() {
       EnqueueKey(kAgentPrefix + obj.name);
     }
   }
+  ControllerMetrics::Get().agents.Set(static_cast<double>(list->size()));
+  ControllerMetrics::Get().agents_connected.Set(connected);
   return some_unreachable;
+}
+
+bool ExportReconciler::NoteRecorded(const std::string& volume, const api::Condition* condition) {
+  auto& gauge = ControllerMetrics::Get().volumes;
+  std::lock_guard<std::mutex> lock(recorded_mu_);
+  auto it = recorded_.find(volume);
+  if (it != recorded_.end()) {
+    if (condition && it->second.first == condition->status &&
+        it->second.second == condition->reason) {
+      return false;
+    }
+    gauge.Add({{"status", it->second.first}, {"reason", it->second.second}}).Decrement();
+    recorded_.erase(it);
+  }
+  if (!condition) return true;
+  gauge.Add({{"status", condition->status}, {"reason", condition->reason}}).Increment();
+  recorded_.emplace(volume, std::make_pair(condition->status, condition->reason));
+  return true;
+}
+
+void ExportReconciler::CountRepair(const std::optional<Verified>& prior, const store::Object& obj,
+                                   uint64_t epoch, const ReconcileOutcome& out) const {
+  auto& m = ControllerMetrics::Get();
+  if (out.epoch_reapply) return m.Repair(kCauseEpoch);
+  // Without what the last pass verified for this very record (a new intent:
+  // a publish, an expansion; or the first pass of this process) the change
+  // is the intent's, not a repair.
+  if (!prior || prior->resource_version != obj.resource_version) return;
+  if (out.observed && *out.observed == prior->actual && prior->records_epoch != epoch) {
+    // The agent kept what was verified; a node's identity moved instead.
+    return m.Repair(kCauseIdentity);
+  }
+  m.Repair(kCauseOutOfBand);
 }
 
 std::optional<std::string> ExportReconciler::ReapplyEpoch(const std::string& agent,

@@ -70,6 +70,8 @@ struct ReconcileOutcome {
   bool create_pending = false;    // a create in flight: nothing done, looked at again later
   bool not_provisioned = false;   // Provisioned=False: nothing done, nothing recorded
   bool applied_in_batch = false;  // the apply was the resync's ApplyExports item, not its own call
+  bool epoch_reapply = false;     // applied because the agent's boot epoch moved
+  std::optional<agent_api::Export> observed;  // what the agent had before any apply
 };
 
 struct ResyncStats {
@@ -283,6 +285,13 @@ class ExportReconciler {
   // would each send a batch before either recorded what it applied.
   NamedLocks agent_resyncs_;
 
+  // Each volume's last recorded ExportReconciled "status/reason", behind the
+  // pillar_controller_volumes gauge.
+  std::mutex recorded_mu_;
+  std::map<std::string, std::pair<std::string, std::string>> recorded_;
+  // Returns whether the volume's status/reason moved (null: it is gone).
+  bool NoteRecorded(const std::string& volume, const api::Condition* condition);
+
   // What a pass last verified for each volume (see StillVerified); kept only
   // while the watch-fed cache runs, whose node and agent events (and each new
   // boot epoch) move records_epoch_ and so retire every entry at once.
@@ -296,6 +305,10 @@ class ExportReconciler {
   std::mutex verified_mu_;
   std::map<std::string, Verified> verified_;
   std::atomic<uint64_t> records_epoch_{0};
+  // Counts a pass that changed the agent as a repair by its cause, or not at
+  // all when it applied a new intent (a publish, an expansion).
+  void CountRepair(const std::optional<Verified>& prior, const store::Object& obj, uint64_t epoch,
+                   const ReconcileOutcome& out) const;
 
   std::vector<std::thread> threads_;
   std::unique_ptr<store::StoreCache> cache_;

@@ -123,6 +123,18 @@ struct Client::Impl {
   std::mutex mu;
   std::vector<CURL*> idle;  // easy handles kept for their connections
   std::atomic<uint64_t> requests{0};
+  RequestObserver observer;
+
+  StatusOr<nlohmann::json> Observed(const std::string& method, const std::string& path,
+                                    const std::optional<nlohmann::json>& body,
+                                    const std::string& content_type) {
+    if (!observer) return Request(method, path, body, content_type);
+    const auto start = std::chrono::steady_clock::now();
+    auto r = Request(method, path, body, content_type);
+    observer(method, r.status().code(),
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    return r;
+  }
   std::string token;
   struct timespec token_mtime {};
 
@@ -277,13 +289,13 @@ StatusOr<std::unique_ptr<Client>> Client::Create(Config config) {
 
 StatusOr<nlohmann::json> Client::Call(const std::string& method, const std::string& path,
                                       const std::optional<nlohmann::json>& body) {
-  return impl_->Request(method, path, body,
-                        method == "PATCH" ? "application/merge-patch+json" : "application/json");
+  return impl_->Observed(method, path, body,
+                         method == "PATCH" ? "application/merge-patch+json" : "application/json");
 }
 
 StatusOr<nlohmann::json> Client::Patch(const std::string& path, const nlohmann::json& body,
                                        const std::string& content_type) {
-  return impl_->Request("PATCH", path, body, content_type);
+  return impl_->Observed("PATCH", path, body, content_type);
 }
 
 Status Client::Watch(const std::string& path, const WatchLineHandler& on_event,
@@ -329,6 +341,8 @@ Status Client::Watch(const std::string& path, const WatchLineHandler& on_event,
 }
 
 uint64_t Client::requests() const { return impl_->requests.load(); }
+
+void Client::SetRequestObserver(RequestObserver observer) { impl_->observer = std::move(observer); }
 
 const Config& Client::config() const { return impl_->config; }
 

@@ -76,6 +76,12 @@ class Client : public Rest {
   // Requests sent so far (Call, Patch, Watch), for benchmarks.
   uint64_t requests() const;
 
+  // Told of every finished Call and Patch (its verb, the code its answer
+  // maps to, its seconds): the controller's store metrics. Set it before
+  // the first request; watches are long by design and are not told.
+  using RequestObserver = std::function<void(const std::string& verb, Code code, double seconds)>;
+  void SetRequestObserver(RequestObserver observer);
+
   const Config& config() const;
 
  private:

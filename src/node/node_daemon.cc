@@ -13,11 +13,13 @@
 #include "common/exec.h"
 #include "common/fs.h"
 #include "common/log.h"
+#include "common/metrics.h"
 #include "common/validate.h"
 #include "node/address_watch.h"
 #include "node/attach/iscsi.h"
 #include "node/attach/nvme.h"
 #include "node/csi_node.h"
+#include "node/node_metrics.h"
 #include "node/selfheal.h"
 
 namespace pillar::node {
@@ -136,6 +138,8 @@ void AddNodeFlags(CLI::App& app, NodeDaemonOptions& o) {
   duration("--device-timeout", o.device_timeout,
            "how long NodeStage waits for a device (default 30s)");
   app.add_option("--log-level", o.log_level, "debug, info, warn, error");
+  app.add_option("--metrics-address", o.metrics_address,
+                 "serve Prometheus metrics on http://HOST:PORT/metrics (empty: none)");
 }
 
 int RunNode(NodeDaemonOptions options) {
@@ -175,6 +179,11 @@ int RunNode(NodeDaemonOptions options) {
                          connection_locks, o.sysfs_root});
   log::Info("stage records loaded",
             {{"dir", JoinPath(o.state_dir, "volumes")}, {"volumes", records.List().size()}});
+
+  auto metrics_endpoint = metrics::MaybeServe(o.metrics_address);
+  if (!metrics_endpoint.ok()) return daemon.Fail(metrics_endpoint.status());
+  RefreshOnScrape(records);
+  daemon.TimeCalls({&NodeMetrics::Get().csi_operations});
 
   CsiNodeIdentity identity;
   CsiNode node(core, id_opts.node_id);

@@ -32,6 +32,7 @@ struct NodeDaemonOptions {
   std::chrono::milliseconds selfheal_interval{std::chrono::seconds(10)};
   std::chrono::milliseconds device_timeout{std::chrono::seconds(30)};
   std::string log_level = "info";
+  std::string metrics_address;  // HOST:PORT of /metrics; empty: none
 };
 
 // "500ms", "5s", "2m" or plain seconds; INVALID_ARGUMENT naming `flag`.

@@ -2,6 +2,7 @@
 
 #include "common/log.h"
 #include "node/mountinfo.h"
+#include "node/node_metrics.h"
 
 namespace pillar::node {
 
@@ -11,6 +12,7 @@ bool SelfHealer::HealOne(const StageRecord& rec, const std::string& mountinfo) {
     log::Warn("self-heal: nfs staging mount is gone; mounting again",
               {{"volume", rec.volume_id}, {"staging", rec.staging_path}});
     Status s = nfs_.Mount(rec.target, rec.staging_path, rec.mount_flags, rec.read_only);
+    NodeMetrics::Get().SelfHeal(s.ok() ? "nfs_remount" : "nfs_remount_failed");
     if (!s.ok())
       log::Warn("self-heal: nfs mount failed",
                 {{"volume", rec.volume_id}, {"error", s.ToString()}});
@@ -25,6 +27,7 @@ bool SelfHealer::HealOne(const StageRecord& rec, const std::string& mountinfo) {
       // pod sees; report it and leave it to NodeStage's retry.
       log::Warn("self-heal: staging mount is gone",
                 {{"volume", rec.volume_id}, {"staging", rec.staging_path}});
+      NodeMetrics::Get().SelfHeal("staging_mount_lost");
     }
     return false;
   }
@@ -32,6 +35,7 @@ bool SelfHealer::HealOne(const StageRecord& rec, const std::string& mountinfo) {
   auto conn = connection_locks_.TryLock(rec.target.ConnectionKey());
   if (!conn) return false;
   Status s = a->Heal(rec.target);
+  NodeMetrics::Get().SelfHeal(s.ok() ? "device_repair" : "device_repair_failed");
   if (!s.ok())
     log::Warn("self-heal: repair failed", {{"volume", rec.volume_id}, {"error", s.ToString()}});
   return true;

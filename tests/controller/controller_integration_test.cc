@@ -12,6 +12,7 @@
 
 #include "agent/service/agent_process.h"
 #include "common/exec.h"
+#include "common/scrape.h"
 #include "controller/controller_process.h"
 #include "store/sqlite/sqlite_store.h"
 
@@ -331,6 +332,157 @@ TEST_F(ControllerIntegrationTest, RuleDeletedOutOfBandIsRestoredWithinOneResync)
   EXPECT_GE(ms, 0);
   if (ms >= 0) Figure("out-of-band ACL entry removed by the resync", ms);
   EXPECT_TRUE(fs::is_symlink(link));
+}
+
+// Issue 25: the controller's and the agent's /metrics, scraped from the real
+// daemons, move with what happens: a wiped ACL entry is one out-of-band
+// repair, a stopped agent flips agents connected, its restart is an epoch
+// repair, and the agent counts the configfs changes it made.
+TEST_F(ControllerIntegrationTest, MetricsMoveWithARepairAndAnAgentRestart) {
+  const int cport = FreeTcpPort();
+  const int aport = FreeTcpPort();
+  ASSERT_GT(cport, 0);
+  ASSERT_GT(aport, 0);
+  controller_->Stop();
+  agent_->Stop();
+  ASSERT_TRUE(agent_->Start({"--metrics-address=127.0.0.1:" + std::to_string(aport)}))
+      << ReadWholeFile(tmp_.Sub("agent.log"));
+  ASSERT_TRUE(
+      controller_->Start(agent_->port(), {"--metrics-address=127.0.0.1:" + std::to_string(cport)}))
+      << ReadWholeFile(tmp_.Sub("controller.log"));
+  csi_ = controller_->Csi();
+  registry_ = controller_->Registry();
+  auto controller = [&] { return ScrapeMetrics(cport).value_or(""); };
+  auto agent = [&] { return ScrapeMetrics(aport).value_or(""); };
+  auto value = [](const std::string& text, const std::string& name,
+                  const std::map<std::string, std::string>& labels = {}) {
+    return Sample(text, name, labels).value_or(0);
+  };
+  const std::map<std::string, std::string> kOutOfBand{{"cause", "out_of_band_edit"}};
+  const std::map<std::string, std::string> kReconciled{{"status", "True"},
+                                                       {"reason", "Reconciled"}};
+
+  ASSERT_TRUE(
+      WaitForMs([&] { return value(controller(), "pillar_controller_agents_connected") == 1; },
+                kCeiling) >= 0)
+      << controller();
+  std::string c = controller();
+  EXPECT_EQ(value(c, "pillar_controller_leader"), 1) << c;
+  EXPECT_EQ(value(c, "pillar_controller_agents"), 1);
+
+  RegisterNode("node-a", kNqnA, kIpA);
+  ASSERT_TRUE(Create("vol-1", "nvmeof-tcp").ok());
+  ASSERT_TRUE(Publish("vol-1", "node-a").ok());
+  ASSERT_GE(
+      WaitForMs([&] { return value(controller(), "pillar_controller_volumes", kReconciled) == 1; },
+                kCeiling),
+      0)
+      << controller();
+  const double repairs = value(controller(), "pillar_controller_repairs_total", kOutOfBand);
+  std::string a = agent();
+  EXPECT_EQ(value(a, "pillar_agent_exports", {{"protocol", "nvmeof-tcp"}}), 1) << a;
+  EXPECT_GT(value(a, "pillar_agent_pool_size_bytes", {{"pool", "demo"}}), 0);
+  EXPECT_GT(value(a, "pillar_agent_pool_provisioned_bytes", {{"pool", "demo"}}), 0);
+  EXPECT_GT(value(a, "pillar_agent_rpc_duration_seconds_count",
+                  {{"method", "/pillar.agent.v1.Agent/GetInfo"}, {"grpc_status_code", "OK"}}),
+            0);
+  EXPECT_GT(value(c, "pillar_controller_agent_calls_total", {{"rpc", "GetInfo"}, {"code", "OK"}}),
+            0);
+  const double symlinks = value(a, "pillar_agent_target_operations_total",
+                                {{"kind", "configfs_symlink"}, {"result", "ok"}});
+  EXPECT_GE(symlinks, 1) << a;
+
+  // One ACL entry wiped out of band: exactly one repair, by that cause.
+  std::string link = Subsys("vol-1") + "/allowed_hosts/" + kNqnA;
+  ASSERT_TRUE(fs::remove(link)) << link;
+  ASSERT_GE(WaitForMs(
+                [&] {
+                  return value(controller(), "pillar_controller_repairs_total", kOutOfBand) ==
+                         repairs + 1;
+                },
+                kCeiling),
+            0)
+      << controller() << ReadWholeFile(tmp_.Sub("controller.log"));
+  EXPECT_TRUE(fs::is_symlink(link));
+  EXPECT_GT(value(agent(), "pillar_agent_target_operations_total",
+                  {{"kind", "configfs_symlink"}, {"result", "ok"}}),
+            symlinks);
+  std::this_thread::sleep_for(std::chrono::seconds(3));  // a resync more: nothing else counted
+  c = controller();
+  EXPECT_EQ(value(c, "pillar_controller_repairs_total", kOutOfBand), repairs + 1) << c;
+  EXPECT_GT(value(c, "pillar_controller_reconcile_duration_seconds_count"), 0);
+  EXPECT_GT(value(c, "pillar_controller_resync_duration_seconds_count"), 0);
+
+  // The agent stops: agents connected drops to 0; its return (a new boot
+  // epoch, its target state wiped) is repaired as an epoch change.
+  const double epochs = value(c, "pillar_controller_repairs_total", {{"cause", "epoch_change"}});
+  agent_->Stop();
+  fs::remove_all(tmp_.Sub("configfs/nvmet/subsystems"));
+  fs::create_directories(tmp_.Sub("configfs/nvmet/subsystems"));
+  ASSERT_GE(
+      WaitForMs([&] { return value(controller(), "pillar_controller_agents_connected") == 0; },
+                kCeiling),
+      0)
+      << controller();
+  EXPECT_EQ(value(controller(), "pillar_controller_agents"), 1);
+  ASSERT_TRUE(agent_->Start({"--metrics-address=127.0.0.1:" + std::to_string(aport)}))
+      << ReadWholeFile(tmp_.Sub("agent.log"));
+  ASSERT_GE(
+      WaitForMs([&] { return value(controller(), "pillar_controller_agents_connected") == 1; },
+                kCeiling),
+      0);
+  ASSERT_GE(WaitForMs(
+                [&] {
+                  return value(controller(), "pillar_controller_repairs_total",
+                               {{"cause", "epoch_change"}}) == epochs + 1 &&
+                         fs::is_symlink(link);
+                },
+                kCeiling),
+            0)
+      << controller() << ReadWholeFile(tmp_.Sub("controller.log"));
+}
+
+// Issue 25: the real node plugin's /metrics times each CSI call by method
+// and code (the sidecars' convention) and counts sessions by protocol.
+TEST(NodeMetricsTest, CsiCallsAreTimedByMethodAndCode) {
+  TempDir tmp;
+  const int port = FreeTcpPort();
+  ASSERT_GT(port, 0);
+  std::ofstream(tmp.Sub("hostnqn")) << kNqnA << "\n";
+  ChildProcess node;
+  node.Start(
+      {PILLAR_NODE_BIN, "--csi-endpoint=unix://" + tmp.Sub("node.sock"), "--node-id=node-m",
+       "--host-nqn-file=" + tmp.Sub("hostnqn"),
+       "--iscsi-initiator-file=" + tmp.Sub("initiatorname"), "--node-address=10.99.0.12",
+       "--state-dir=" + tmp.Sub("node"), "--metrics-address=127.0.0.1:" + std::to_string(port)},
+      tmp.Sub("node.log"));
+  ASSERT_GE(WaitForMs([&] { return ScrapeMetrics(port).has_value(); }, kCeiling), 0)
+      << ReadWholeFile(tmp.Sub("node.log"));
+  auto stub = csi::v1::Node::NewStub(
+      grpc::CreateChannel("unix:" + tmp.Sub("node.sock"), grpc::InsecureChannelCredentials()));
+  for (int i = 0; i < 2; ++i) {
+    grpc::ClientContext ctx;
+    csi::v1::NodeGetInfoResponse resp;
+    ASSERT_TRUE(stub->NodeGetInfo(&ctx, {}, &resp).ok());
+  }
+  {
+    grpc::ClientContext ctx;
+    csi::v1::NodeStageVolumeResponse resp;
+    EXPECT_EQ(stub->NodeStageVolume(&ctx, {}, &resp).error_code(),
+              grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  std::string text = ScrapeMetrics(port).value_or("");
+  node.Stop();
+  EXPECT_EQ(Sample(text, "pillar_node_csi_operations_seconds_count",
+                   {{"method_name", "/csi.v1.Node/NodeGetInfo"}, {"grpc_status_code", "OK"}}),
+            2)
+      << text;
+  EXPECT_EQ(Sample(text, "pillar_node_csi_operations_seconds_count",
+                   {{"method_name", "/csi.v1.Node/NodeStageVolume"},
+                    {"grpc_status_code", "InvalidArgument"}}),
+            1);
+  EXPECT_EQ(Sample(text, "pillar_node_sessions", {{"protocol", "nvmeof-tcp"}}), 0);
+  EXPECT_EQ(Sample(text, "pillar_node_sessions", {{"protocol", "nfs"}}), 0);
 }
 
 TEST_F(ControllerIntegrationTest, NodeIdentityChangeRepairsEveryVolumePublishedToIt) {
