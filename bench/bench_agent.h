@@ -39,6 +39,16 @@
 
 namespace pillar::bench {
 
+// This process's resident memory (VmRSS) in MiB. The benches keep simulated
+// target state in /dev/shm files, which it does not count.
+inline double RssMiB() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+  }
+  return -1;
+}
+
 namespace v1 = pillar::agent::v1;
 
 // losetup on a table: --find "attaches" the next device and lays out what

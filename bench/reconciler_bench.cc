@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <thread>
 #include <vector>
@@ -164,6 +165,7 @@ int Run(int volumes, int agents, std::string uri) {
   opts.resync_interval = std::chrono::hours(1);  // passes are driven by hand below
   opts.epoch_poll_interval = std::chrono::hours(1);
   controller::ExportReconciler rec(st, directory, clock, opts);
+  const double rss_before = RssMiB();
   int64_t requests = Requests(st);
   auto started = std::chrono::steady_clock::now();
   if (Status s = rec.Start(); !s.ok()) {
@@ -194,6 +196,10 @@ int Run(int volumes, int agents, std::string uri) {
             << (Requests(st) - requests) << " API requests, " << s2.drifted << " drifted, "
             << s2.status_writes << " status writes, " << s2.volumes << " volumes, " << s2.skipped
             << " passed over\n";
+  const double rss = RssMiB();
+  std::cout << "memory: " << rss << " MiB resident after the passes, " << (rss - rss_before)
+            << " MiB of it since the reconciler started (its cache and records, "
+            << (rss - rss_before) * 1024.0 * 1024.0 / volumes << " bytes per volume)\n";
 
   // One agent loses its whole target state (module reload / reboot).
   auto& victim = *nodes[0];

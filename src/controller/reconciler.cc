@@ -89,6 +89,7 @@ Status ExportReconciler::Start() {
       {
         std::lock_guard<std::mutex> lock(verified_mu_);
         verified_.erase(e.object.name);
+        last_verified_.erase(e.object.name);
       }
       NoteRecorded(e.object.name, nullptr);
     }
@@ -137,6 +138,16 @@ StatusOr<std::vector<store::Object>> ExportReconciler::ReadAll(const std::string
   if (cache_) return cache_->List(kind);
   ASSIGN_OR_RETURN(store::ListResult list, store_.List(kind));
   return std::move(list.items);
+}
+
+StatusOr<std::vector<store::StoreCache::Shared>> ExportReconciler::ReadAllShared(
+    const std::string& kind) const {
+  if (cache_) return cache_->ListShared(kind);
+  ASSIGN_OR_RETURN(store::ListResult list, store_.List(kind));
+  std::vector<store::StoreCache::Shared> out;
+  out.reserve(list.items.size());
+  for (auto& o : list.items) out.push_back(std::make_shared<const store::Object>(std::move(o)));
+  return out;
 }
 
 void ExportReconciler::EnqueueVolume(const std::string& volume) { EnqueueKey(kVolPrefix + volume); }
@@ -278,14 +289,14 @@ void ExportReconciler::RecordFailure(const std::string& volume, bool failed) {
 
 void ExportReconciler::ExpandNode(const std::string& node_id) {
   // A node's identity changed: every volume published to it is recomputed.
-  auto list = ReadAll(api::kKindVolume);
+  auto list = ReadAllShared(api::kKindVolume);
   if (!list.ok()) return;
   for (const auto& obj : *list) {
-    auto v = api::LoadVolume(obj);
+    auto v = api::LoadVolume(*obj);
     if (!v.ok()) continue;
     for (const auto& n : v->status.published_nodes) {
       if (n.node_id == node_id) {
-        EnqueueKey(kVolPrefix + obj.name, {}, v->spec.agent_ref);
+        EnqueueKey(kVolPrefix + obj->name, {}, v->spec.agent_ref);
         break;
       }
     }
@@ -294,11 +305,11 @@ void ExportReconciler::ExpandNode(const std::string& node_id) {
 
 ResyncStats ExportReconciler::ResyncAgentNow(const std::string& agent_ref) {
   ResyncStats stats;
-  auto list = ReadAll(api::kKindVolume);
+  auto list = ReadAllShared(api::kKindVolume);
   if (!list.ok()) return stats;
-  std::vector<store::Object> mine;
-  for (auto& obj : *list) {
-    if (AgentRefOf(obj) == agent_ref) mine.push_back(std::move(obj));
+  std::vector<const store::Object*> mine;
+  for (const auto& obj : *list) {
+    if (AgentRefFor(*obj) == agent_ref) mine.push_back(obj.get());
   }
   ResyncAgent(agent_ref, mine, stats);
   return stats;
@@ -407,7 +418,6 @@ StatusOr<ReconcileOutcome> ExportReconciler::Reconcile(const std::string& volume
       ControllerMetrics::Get().reconcile_duration.Observe(metrics::SecondsSince(started));
     }
   } timed{started};
-  std::optional<Verified> prior;  // what the last pass verified, taken once
 
   return store::RetryOnConflict("volume " + volume, [&](int attempt) -> StatusOr<ReconcileOutcome> {
     // The cache is as new as the event that queued this volume; after a lost
@@ -420,18 +430,20 @@ StatusOr<ReconcileOutcome> ExportReconciler::Reconcile(const std::string& volume
     const uint64_t epoch = records_epoch_.load();  // before anything is read
     {
       std::lock_guard<std::mutex> lock(verified_mu_);
-      auto it = verified_.find(volume);
-      if (it != verified_.end()) {
-        if (attempt == 0) prior = std::move(it->second);
-        verified_.erase(it);
-      }
+      verified_.erase(volume);
     }
-    if (!Converge(*obj, seen, batched, out, info)) {
+    std::optional<LastVerified> last;
+    {
+      std::lock_guard<std::mutex> lock(verified_mu_);
+      auto it = last_verified_.find(volume);
+      if (it != last_verified_.end()) last = it->second;
+    }
+    if (!Converge(*obj, seen, batched, last ? &*last : nullptr, out, info)) {
       // DeleteVolume owns it, or its create has not written its status yet.
       if (out.create_pending) EnqueueKey(kVolPrefix + volume, options_.create_grace);
       return out;
     }
-    if (!out.changes.empty()) CountRepair(prior, *obj, epoch, out);
+    if (out.repair_cause != nullptr) ControllerMetrics::Get().Repair(out.repair_cause);
     std::string version = obj->resource_version;
     ASSIGN_OR_RETURN(out.status_written, WriteOutcome(*obj, out.condition, info, &version));
     if (NoteRecorded(volume, &out.condition) &&
@@ -445,6 +457,7 @@ StatusOr<ReconcileOutcome> ExportReconciler::Reconcile(const std::string& volume
         verified_[volume] =
             Verified{version, epoch, v->spec.agent_ref,
                      ExportKey(v->spec.agent_volume_id, *out.actual->protocol), *out.actual};
+        last_verified_[volume] = LastVerified{version, *out.actual};
       }
     }
     return out;
@@ -452,8 +465,8 @@ StatusOr<ReconcileOutcome> ExportReconciler::Reconcile(const std::string& volume
 }
 
 bool ExportReconciler::Converge(const store::Object& obj, const SeenExport& seen,
-                                const BatchApplied* batched, ReconcileOutcome& out,
-                                std::optional<api::ExportInfo>& info) {
+                                const BatchApplied* batched, const LastVerified* last,
+                                ReconcileOutcome& out, std::optional<api::ExportInfo>& info) {
   auto loaded = api::LoadVolume(obj);
   if (!loaded.ok()) {
     out.condition =
@@ -533,6 +546,8 @@ bool ExportReconciler::Converge(const store::Object& obj, const SeenExport& seen
     }
     out.changes = std::move(applied->changes);
     *actual = std::move(applied->actual);
+    if (!out.changes.empty() && last != nullptr)
+      out.repair_cause = RepairCause(want, *last, obj, out);
     if (!out.changes.empty()) {
       log::Info("export repaired", {{"volume", v.meta.name},
                                     {"drift", out.drift},
@@ -657,7 +672,8 @@ StatusOr<std::optional<agent_api::Export>> ExportReconciler::Observe(const api::
 }
 
 void ExportReconciler::ResyncAgent(const std::string& agent_ref,
-                                   const std::vector<store::Object>& volumes, ResyncStats& stats) {
+                                   const std::vector<const store::Object*>& volumes,
+                                   ResyncStats& stats) {
   NamedLocks::Guard one_pass = agent_resyncs_.Lock(agent_ref);
   stats.agents++;
   auto agent = Agent(agent_ref);
@@ -683,22 +699,28 @@ void ExportReconciler::ResyncAgent(const std::string& agent_ref,
   // over (the list just read shows its export unchanged).
   std::vector<const store::Object*> rest;
   rest.reserve(volumes.size());
-  for (const auto& obj : volumes) {
-    if (list_status.ok() && StillVerified(obj, by_key)) {
+  for (const store::Object* obj : volumes) {
+    if (list_status.ok() && StillVerified(*obj, by_key)) {
       stats.volumes++;
       stats.skipped++;
       continue;
     }
-    rest.push_back(&obj);
+    rest.push_back(obj);
+  }
+  // A volume verified at this very record that no longer is: its export
+  // moved on the agent. Ask the agent whether it restarted first, so a
+  // rebuild this pass finds before the epoch poll does is applied, and
+  // counted, as the restart it is.
+  if (list_status.ok() && VerifiedAndMoved(rest, by_key)) {
+    if (auto rec = Read(api::kKindAgent, agent_ref); rec.ok()) (void)PollAgent(*rec);
   }
   std::map<std::string, BatchApplied> batched;
   if (list_status.ok()) batched = ApplyInBatches(agent_ref, *agent->client, rest, by_key, stats);
-  for (const store::Object* o : rest) {
-    const store::Object& obj = *o;
-    stats.volumes++;
+  auto one = [&](const store::Object& obj, ResyncStats& counts) {
+    counts.volumes++;
     if (agent.ok() && AbandonedCreate(obj, clock_.Now(), options_.abandoned_create_ttl)) {
       ReapAbandonedCreate(obj, *agent->client);
-      continue;
+      return;
     }
     if (!list_status.ok()) {
       // Every volume of an unreachable agent says so; one call decided it.
@@ -706,14 +728,14 @@ void ExportReconciler::ResyncAgent(const std::string& agent_ref,
       if (!v.ok() || !v->status.export_spec || v->status.deleting || v->meta.deletion_timestamp ||
           !api::IsProvisioned(v->status)) {
         EnqueueVolume(obj.name);
-        continue;
+        return;
       }
       api::Condition c = MakeCondition(false, ReasonForAgentError(list_status),
                                        list_status.message(), obj.generation);
       auto w = WriteOutcome(obj, c, std::nullopt, nullptr);
-      if (w.ok() && *w) stats.status_writes++;
+      if (w.ok() && *w) counts.status_writes++;
       EnqueueKey(kVolPrefix + obj.name, options_.backoff_base);
-      continue;
+      return;
     }
     // A malformed record is reported as such by Reconcile, which never looks
     // at `seen` then.
@@ -726,18 +748,34 @@ void ExportReconciler::ResyncAgent(const std::string& agent_ref,
     auto r = Reconcile(obj.name, seen, false, b == batched.end() ? nullptr : &b->second);
     if (!r.ok()) {
       RecordFailure(obj.name, true);
-      continue;
+      return;
     }
-    if (!r->drift.empty()) stats.drifted++;
+    if (!r->drift.empty()) counts.drifted++;
     if (r->applied_in_batch) {
-      stats.batched++;
+      counts.batched++;
     } else if (!r->changes.empty() || !r->drift.empty()) {
-      stats.agent_calls++;
+      counts.agent_calls++;
     }
-    if (r->status_written) stats.status_writes++;
+    if (r->status_written) counts.status_writes++;
     RecordFailure(obj.name, r->condition.status == "False" &&
                                 r->condition.reason != std::string(api::kReasonExportSpecMissing));
+  };
+  const size_t writers = std::min<size_t>(
+      static_cast<size_t>(std::max(1, options_.resync_writers_per_agent)), (rest.size() + 63) / 64);
+  if (writers <= 1) {
+    for (const store::Object* o : rest) one(*o, stats);
+    return;
   }
+  std::vector<ResyncStats> parts(writers);
+  std::atomic<size_t> next{0};
+  auto run = [&](ResyncStats& part) {
+    for (size_t i = next++; i < rest.size(); i = next++) one(*rest[i], part);
+  };
+  std::vector<std::thread> threads;
+  for (size_t t = 1; t < writers; ++t) threads.emplace_back(run, std::ref(parts[t]));
+  run(parts[0]);
+  for (auto& t : threads) t.join();
+  for (const auto& p : parts) stats += p;
 }
 
 bool ExportReconciler::StillVerified(const store::Object& obj,
@@ -751,6 +789,19 @@ bool ExportReconciler::StillVerified(const store::Object& obj,
   }
   auto seen = by_key.find(it->second.export_key);
   return seen != by_key.end() && seen->second == it->second.actual;
+}
+
+bool ExportReconciler::VerifiedAndMoved(const std::vector<const store::Object*>& volumes,
+                                        const std::map<std::string, agent_api::Export>& by_key) {
+  std::lock_guard<std::mutex> lock(verified_mu_);
+  for (const store::Object* obj : volumes) {
+    auto it = last_verified_.find(obj->name);
+    if (it == last_verified_.end() || !it->second.actual.protocol) continue;
+    auto seen =
+        by_key.find(ExportKey(it->second.actual.agent_volume_id, *it->second.actual.protocol));
+    if (seen == by_key.end() || !(seen->second == it->second.actual)) return true;
+  }
+  return false;
 }
 
 std::string ExportReconciler::AgentRefFor(const store::Object& obj) {
@@ -786,6 +837,17 @@ void ExportReconciler::ReapAbandonedCreate(const store::Object& obj, AgentClient
             {{"volume", obj.name}, {"uid", obj.uid}, {"agentSaid", deleted.ToString()}});
 }
 
+ResyncStats& operator+=(ResyncStats& a, const ResyncStats& b) {
+  a.agents += b.agents;
+  a.agent_calls += b.agent_calls;
+  a.volumes += b.volumes;
+  a.drifted += b.drifted;
+  a.status_writes += b.status_writes;
+  a.batched += b.batched;
+  a.skipped += b.skipped;
+  return a;
+}
+
 ResyncStats ExportReconciler::ResyncAll() {
   ResyncStats stats;
   const auto started = std::chrono::steady_clock::now();
@@ -793,20 +855,17 @@ ResyncStats ExportReconciler::ResyncAll() {
     std::chrono::steady_clock::time_point started;
     ~Timed() { ControllerMetrics::Get().resync_duration.Observe(metrics::SecondsSince(started)); }
   } timed{started};
-  auto list = ReadAll(api::kKindVolume);
+  auto list = ReadAllShared(api::kKindVolume);
   if (!list.ok()) {
     log::Warn("resync: cannot list volumes", {{"error", list.status().ToString()}});
     return stats;
   }
-  std::map<std::string, std::vector<store::Object>> by_agent;
-  for (auto& obj : *list) {
-    std::string agent_ref = AgentRefFor(obj);
-    by_agent[agent_ref].push_back(std::move(obj));
-  }
+  std::map<std::string, std::vector<const store::Object*>> by_agent;
+  for (const auto& obj : *list) by_agent[AgentRefFor(*obj)].push_back(obj.get());
   // Agents are passed over side by side (up to `workers` at once, each agent
   // by one thread): a slow or unreachable agent holds its own thread only,
   // and the status writes of different agents' volumes overlap.
-  std::vector<std::pair<const std::string*, const std::vector<store::Object>*>> work;
+  std::vector<std::pair<const std::string*, const std::vector<const store::Object*>*>> work;
   work.reserve(by_agent.size());
   for (const auto& [agent_ref, vols] : by_agent) work.emplace_back(&agent_ref, &vols);
   std::vector<ResyncStats> per_agent(work.size());
@@ -821,15 +880,7 @@ ResyncStats ExportReconciler::ResyncAll() {
   for (size_t t = 1; t < threads; ++t) pool.emplace_back(run);
   run();
   for (auto& t : pool) t.join();
-  for (const auto& a : per_agent) {
-    stats.agents += a.agents;
-    stats.agent_calls += a.agent_calls;
-    stats.volumes += a.volumes;
-    stats.drifted += a.drifted;
-    stats.status_writes += a.status_writes;
-    stats.batched += a.batched;
-    stats.skipped += a.skipped;
-  }
+  for (const auto& a : per_agent) stats += a;
   return stats;
 }
 
@@ -956,57 +1007,72 @@ bool ExportReconciler::PollEpochs() {
   bool some_unreachable = false;
   int connected = 0;
   for (const auto& obj : *list) {
-    auto rec = api::LoadAgent(obj);
-    if (!rec.ok()) continue;
-    auto client = agents_.Client(obj.name, {rec->address, rec->port, rec->tls_server_name});
-    Status reach;
-    std::string epoch = rec->boot_epoch;
-    if (client.ok()) {
-      auto info = (*client)->GetInfo();
-      if (info.ok()) {
-        epoch = info->boot_epoch;
-      } else {
-        reach = info.status();
-      }
-    } else {
-      reach = client.status();
-    }
-    std::vector<api::Condition> conds = rec->conditions;
-    bool changed = api::SetCondition(
-        conds,
-        {api::kCondAgentConnected, reach.ok() ? "True" : "False",
-         reach.ok() ? "Connected" : "Unreachable",
-         reach.ok() ? "agent answered GetInfo" : reach.message(), "", obj.generation},
-        FormatRfc3339(clock_.Now()));
-    some_unreachable = some_unreachable || !reach.ok();
-    if (reach.ok()) connected++;
-    bool epoch_changed = reach.ok() && epoch != rec->boot_epoch;
-    std::string previous_epoch = rec->boot_epoch;
-    if (changed || epoch_changed) {
-      store::Object next = obj;
-      rec->conditions = conds;
-      rec->boot_epoch = epoch;
-      next.status = api::AgentStatusToJson(*rec);
-      auto w = store_.UpdateStatus(next);
-      if (w.ok()) {
-        std::lock_guard<std::mutex> lock(mu_);
-        own_writes_[kAgentPrefix + obj.name] = w->resource_version;
-      }
-    }
-    if (epoch_changed) {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        restarted_agents_[obj.name] = epoch;
-      }
-      records_epoch_++;  // every volume of it is applied once again
-      log::Info("agent boot epoch changed; re-applying its exports",
-                {{"agent", obj.name}, {"was", previous_epoch}, {"now", epoch}});
-      EnqueueKey(kAgentPrefix + obj.name);
-    }
+    auto reached = PollAgent(obj);
+    if (!reached) continue;  // not a loadable record
+    some_unreachable = some_unreachable || !*reached;
+    if (*reached) connected++;
   }
   ControllerMetrics::Get().agents.Set(static_cast<double>(list->size()));
   ControllerMetrics::Get().agents_connected.Set(connected);
   return some_unreachable;
+}
+
+std::optional<bool> ExportReconciler::PollAgent(const store::Object& obj) {
+  auto rec = api::LoadAgent(obj);
+  if (!rec.ok()) return std::nullopt;
+  // One poll of an agent at a time: the periodic one and a resync's must
+  // not both take one restart for two.
+  NamedLocks::Guard polling = agent_polls_.Lock(obj.name);
+  auto client = agents_.Client(obj.name, {rec->address, rec->port, rec->tls_server_name});
+  Status reach;
+  std::string epoch = rec->boot_epoch;
+  if (client.ok()) {
+    auto info = (*client)->GetInfo();
+    if (info.ok()) {
+      epoch = info->boot_epoch;
+    } else {
+      reach = info.status();
+    }
+  } else {
+    reach = client.status();
+  }
+  std::vector<api::Condition> conds = rec->conditions;
+  bool changed = api::SetCondition(
+      conds,
+      {api::kCondAgentConnected, reach.ok() ? "True" : "False",
+       reach.ok() ? "Connected" : "Unreachable",
+       reach.ok() ? "agent answered GetInfo" : reach.message(), "", obj.generation},
+      FormatRfc3339(clock_.Now()));
+  bool epoch_changed = reach.ok() && epoch != rec->boot_epoch;
+  if (epoch_changed) {
+    // The cache may not hold our own write of this very epoch yet.
+    std::lock_guard<std::mutex> lock(mu_);
+    auto known = restarted_agents_.find(obj.name);
+    if (known != restarted_agents_.end() && known->second == epoch) epoch_changed = false;
+  }
+  std::string previous_epoch = rec->boot_epoch;
+  if (changed || epoch_changed) {
+    store::Object next = obj;
+    rec->conditions = conds;
+    rec->boot_epoch = epoch;
+    next.status = api::AgentStatusToJson(*rec);
+    auto w = store_.UpdateStatus(next);
+    if (w.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      own_writes_[kAgentPrefix + obj.name] = w->resource_version;
+    }
+  }
+  if (epoch_changed) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      restarted_agents_[obj.name] = epoch;
+    }
+    records_epoch_++;  // every volume of it is applied once again
+    log::Info("agent boot epoch changed; re-applying its exports",
+              {{"agent", obj.name}, {"was", previous_epoch}, {"now", epoch}});
+    EnqueueKey(kAgentPrefix + obj.name);
+  }
+  return reach.ok();
 }
 
 bool ExportReconciler::NoteRecorded(const std::string& volume, const api::Condition* condition) {
@@ -1027,19 +1093,21 @@ bool ExportReconciler::NoteRecorded(const std::string& volume, const api::Condit
   return true;
 }
 
-void ExportReconciler::CountRepair(const std::optional<Verified>& prior, const store::Object& obj,
-                                   uint64_t epoch, const ReconcileOutcome& out) const {
-  auto& m = ControllerMetrics::Get();
-  if (out.epoch_reapply) return m.Repair(kCauseEpoch);
-  // Without what the last pass verified for this very record (a new intent:
-  // a publish, an expansion; or the first pass of this process) the change
-  // is the intent's, not a repair.
-  if (!prior || prior->resource_version != obj.resource_version) return;
-  if (out.observed && *out.observed == prior->actual && prior->records_epoch != epoch) {
-    // The agent kept what was verified; a node's identity moved instead.
-    return m.Repair(kCauseIdentity);
+const char* ExportReconciler::RepairCause(const DesiredExport& want, const LastVerified& last,
+                                          const store::Object& obj, const ReconcileOutcome& out) {
+  const bool intent_as_verified = Diff(want, &last.actual).empty();
+  const bool agent_as_verified = out.observed && *out.observed == last.actual;
+  // The intent still asks for exactly what was verified, and the agent no
+  // longer had it: lost in a restart, or changed by someone else.
+  if (intent_as_verified && !agent_as_verified) {
+    return out.epoch_reapply ? kCauseEpoch : kCauseOutOfBand;
   }
-  m.Repair(kCauseOutOfBand);
+  // The agent kept what was verified and the record did not move: what
+  // moved is a node's identity (its NQN, IQN or addresses).
+  if (!intent_as_verified && agent_as_verified && last.resource_version == obj.resource_version) {
+    return kCauseIdentity;
+  }
+  return nullptr;  // a new intent (a publish, an unpublish, an expansion): not a repair
 }
 
 std::optional<std::string> ExportReconciler::ReapplyEpoch(const std::string& agent,

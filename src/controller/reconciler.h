@@ -34,6 +34,10 @@ struct ReconcilerOptions {
   // A resync applies what it found drifted on one agent in ApplyExports calls
   // of at most this many volumes (1: one ApplyExport per volume).
   int apply_batch = 256;
+  // Threads a resync gives one agent's per-volume passes (verify, record)
+  // once its batches were applied, so its status writes overlap instead of
+  // queueing one behind another (one thread per 64 volumes, at most this).
+  int resync_writers_per_agent = 4;
   // How many workers may work on one agent's keys at once (0: half the
   // workers, at least 1, and never all of them when there are two or more):
   // a slow or hanging agent holds only these, and every other agent's
@@ -71,6 +75,7 @@ struct ReconcileOutcome {
   bool not_provisioned = false;   // Provisioned=False: nothing done, nothing recorded
   bool applied_in_batch = false;  // the apply was the resync's ApplyExports item, not its own call
   bool epoch_reapply = false;     // applied because the agent's boot epoch moved
+  const char* repair_cause = nullptr;         // a repair's cause (controller_metrics.h), else null
   std::optional<agent_api::Export> observed;  // what the agent had before any apply
 };
 
@@ -83,6 +88,9 @@ struct ResyncStats {
   int batched = 0;  // volumes applied through an ApplyExports batch
   int skipped = 0;  // passed over: record and export exactly as last verified
 };
+
+// Adds `b`'s counts to `a` (per-agent and per-thread parts of a pass).
+ResyncStats& operator+=(ResyncStats& a, const ResyncStats& b);
 
 struct SnapshotResyncStats {
   int snapshots = 0;
@@ -142,6 +150,8 @@ class ExportReconciler {
   // read of a resync is served from once started, from the store before.
   // The CSI controller lists through it too.
   StatusOr<std::vector<store::Object>> ReadAll(const std::string& kind) const;
+  // ReadAll without copying each record out of the cache (a resync's list).
+  StatusOr<std::vector<store::StoreCache::Shared>> ReadAllShared(const std::string& kind) const;
 
  private:
   struct AgentView {
@@ -169,8 +179,11 @@ class ExportReconciler {
   // Observe, decide, apply and verify; fills out.condition (and `info` when
   // reconciled). False when the volume is being deleted or its create is in
   // flight (out.create_pending): nothing to record.
+  // `last`: what the volume's last Reconciled pass verified, if any.
+  struct LastVerified;
   bool Converge(const store::Object& obj, const SeenExport& seen, const BatchApplied* batched,
-                ReconcileOutcome& out, std::optional<api::ExportInfo>& info);
+                const LastVerified* last, ReconcileOutcome& out,
+                std::optional<api::ExportInfo>& info);
   // The export the volume's recorded intent asks for (node records read
   // through the cache).
   StatusOr<DesiredExport> DesiredFor(const api::VolumeState& v) const;
@@ -196,8 +209,16 @@ class ExportReconciler {
   // `version` becomes the record's resourceVersion after it.
   StatusOr<bool> WriteOutcome(const store::Object& obj, const api::Condition& cond,
                               const std::optional<api::ExportInfo>& info, std::string* version);
-  void ResyncAgent(const std::string& agent_ref, const std::vector<store::Object>& volumes,
+  void ResyncAgent(const std::string& agent_ref, const std::vector<const store::Object*>& volumes,
                    ResyncStats& stats);
+  // One agent's GetInfo: its AgentConnected condition, and a new boot
+  // epoch recorded and acted on. Whether it answered (nullopt: the record
+  // does not load).
+  std::optional<bool> PollAgent(const store::Object& obj);
+  // Whether the agent lists, for one of `volumes`, something other than the
+  // export its last Reconciled pass verified.
+  bool VerifiedAndMoved(const std::vector<const store::Object*>& volumes,
+                        const std::map<std::string, agent_api::Export>& by_key);
   // Whether a resync may pass over `obj`: its last pass verified it
   // Reconciled at this very record version, no node or agent record (nor an
   // agent's boot epoch) moved since, and its agent lists exactly the export
@@ -275,6 +296,7 @@ class ExportReconciler {
   // (an NFS export table wiped) without waiting for a resync.
   std::map<std::string, std::string> restarted_agents_;  // agent -> its new epoch
   std::map<std::string, std::string> applied_in_epoch_;  // volume -> epoch applied in
+  NamedLocks agent_polls_;                               // PollAgent: one at a time per agent
 
   std::mutex credentials_mu_;
   std::map<std::string, Credentials> credentials_;  // volume -> offered, not yet on the agent
@@ -305,10 +327,19 @@ class ExportReconciler {
   std::mutex verified_mu_;
   std::map<std::string, Verified> verified_;
   std::atomic<uint64_t> records_epoch_{0};
-  // Counts a pass that changed the agent as a repair by its cause, or not at
-  // all when it applied a new intent (a publish, an expansion).
-  void CountRepair(const std::optional<Verified>& prior, const store::Object& obj, uint64_t epoch,
-                   const ReconcileOutcome& out) const;
+  // The export each volume's last Reconciled pass verified, and the record
+  // version it verified it at. Unlike verified_ it outlives failed passes
+  // (an agent down for a while): what a repair is measured against.
+  struct LastVerified {
+    std::string resource_version;
+    agent_api::Export actual;
+  };
+  std::map<std::string, LastVerified> last_verified_;  // under verified_mu_
+  // What a pass that changed the agent repaired (the cause label of
+  // pillar_controller_repairs_total), or null when it applied a new intent
+  // (a publish, an expansion).
+  static const char* RepairCause(const DesiredExport& want, const LastVerified& last,
+                                 const store::Object& obj, const ReconcileOutcome& out);
 
   std::vector<std::thread> threads_;
   std::unique_ptr<store::StoreCache> cache_;

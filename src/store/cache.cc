@@ -44,8 +44,11 @@ void StoreCache::Stop() {
 
 Status StoreCache::Relist(const std::string& kind, bool initial) {
   ASSIGN_OR_RETURN(ListResult list, backend_.List(kind));
-  std::map<std::string, Object> fresh;
-  for (auto& o : list.items) fresh.emplace(o.name, std::move(o));
+  std::map<std::string, Shared> fresh;
+  for (auto& o : list.items) {
+    std::string name = o.name;
+    fresh.emplace(std::move(name), std::make_shared<const Object>(std::move(o)));
+  }
 
   std::unique_ptr<WatchHandle> old_watch;
   std::vector<Event> changes;
@@ -53,9 +56,9 @@ Status StoreCache::Relist(const std::string& kind, bool initial) {
     std::lock_guard<std::mutex> lock(mu_);
     KindState& st = state_[kind];
     old_watch = std::move(st.watch);
-    for (const auto& [name, o] : fresh) changes.push_back({EventType::kModified, o});
+    for (const auto& [name, o] : fresh) changes.push_back({EventType::kModified, *o});
     for (const auto& [name, o] : st.objects) {
-      if (fresh.count(name) == 0) changes.push_back({EventType::kDeleted, o});
+      if (fresh.count(name) == 0) changes.push_back({EventType::kDeleted, *o});
     }
     st.objects = std::move(fresh);
     st.stale = false;
@@ -97,7 +100,7 @@ void StoreCache::Apply(const std::string& kind, const Event& e) {
     if (e.type == EventType::kDeleted) {
       objects.erase(e.object.name);
     } else {
-      objects[e.object.name] = e.object;
+      objects[e.object.name] = std::make_shared<const Object>(e.object);
     }
     stats_.events++;
   }
@@ -149,7 +152,7 @@ StatusOr<Object> StoreCache::Get(const std::string& kind, const std::string& nam
   if (st == state_.end()) return FailedPrecondition("the store cache does not follow " + kind);
   auto it = st->second.objects.find(name);
   if (it == st->second.objects.end()) return NotFound(Describe(kind, name) + " not found");
-  return it->second;
+  return *it->second;
 }
 
 StatusOr<std::vector<Object>> StoreCache::List(const std::string& kind,
@@ -160,8 +163,18 @@ StatusOr<std::vector<Object>> StoreCache::List(const std::string& kind,
   std::vector<Object> out;
   out.reserve(st->second.objects.size());
   for (const auto& [name, o] : st->second.objects) {
-    if (!selector || MatchesSelector(o.labels, *selector)) out.push_back(o);
+    if (!selector || MatchesSelector(o->labels, *selector)) out.push_back(*o);
   }
+  return out;
+}
+
+StatusOr<std::vector<StoreCache::Shared>> StoreCache::ListShared(const std::string& kind) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto st = state_.find(kind);
+  if (st == state_.end()) return FailedPrecondition("the store cache does not follow " + kind);
+  std::vector<Shared> out;
+  out.reserve(st->second.objects.size());
+  for (const auto& [name, o] : st->second.objects) out.push_back(o);
   return out;
 }
 

@@ -8,6 +8,7 @@
 #include <atomic>
 
 #include "controller/controller_fixture.h"
+#include "controller/controller_metrics.h"
 
 namespace pillar::controller::testing {
 namespace {
@@ -842,6 +843,67 @@ TEST_F(ReconcilerLoopTest, TwoResyncsOfOneAgentAtOnceApplyANewEpochOnce) {
   EXPECT_EQ(agent_->Applies().size(), applies + 2) << "each volume applied once in the new epoch";
   EXPECT_EQ(Condition("pvc-1"), "True/Reconciled");
   EXPECT_EQ(Condition("pvc-2"), "True/Reconciled");
+}
+
+// Issue 25: pillar_controller_repairs_total counts what a pass put back by
+// its cause, and nothing for a new intent (the first export, a publish).
+TEST_F(ReconcilerLoopTest, RepairsAreCountedByTheirCause) {
+  auto count = [](const char* cause) {
+    return ControllerMetrics::Get().repairs.Add({{"cause", cause}}).Value();
+  };
+  const double oob = count(kCauseOutOfBand);
+  const double identity = count(kCauseIdentity);
+  const double epoch = count(kCauseEpoch);
+  RegisterNode("node-a");
+  RegisterNode("node-b");
+  CreateVolume(Spec("pvc-1"), Intent(true, {"node-a"}, 1));
+  reconciler().PollEpochs();  // as the epoch loop does at start
+  ASSERT_TRUE(reconciler().Start().ok());
+  reconciler().ResyncAll();
+  ASSERT_EQ(Condition("pvc-1"), "True/Reconciled");
+  EXPECT_EQ(count(kCauseOutOfBand), oob) << "the first export is an intent, not a repair";
+
+  // A publish to node-b: a new intent.
+  auto v = Get(api::kKindVolume, "pvc-1");
+  v.status["publishedNodes"].push_back({{"nodeID", "node-b"}, {"revoking", false}});
+  v.status["publicationGeneration"] = 2;
+  ASSERT_TRUE(store().UpdateStatus(v).ok());
+  ASSERT_TRUE(WaitFor([&] { return AllowedHosts("pvc-1").size() == 2; }));
+  ASSERT_TRUE(WaitFor([&] { return Condition("pvc-1") == "True/Reconciled"; }));
+  EXPECT_EQ(count(kCauseOutOfBand), oob) << "a publish is an intent, not a repair";
+
+  // An entry added out of band. (A worker still busy with the publish may
+  // repair it beside the resync's batch, from the same stale listing, and
+  // both count: at least one, then.)
+  auto edited = *agent_->ExportOf("tank/pvc-1", Protocol::kNvmeofTcp);
+  edited.allowed_hosts.push_back(NqnOf("intruder"));
+  agent_->SetExport(edited);
+  ASSERT_TRUE(WaitFor([&] {
+    reconciler().ResyncAll();
+    return AllowedHosts("pvc-1").size() == 2;
+  }));
+  const double after_edit = count(kCauseOutOfBand);
+  EXPECT_GE(after_edit, oob + 1);
+
+  // node-b's NQN changes: the record did not move, the agent kept what was
+  // verified.
+  auto node = Get(api::kKindNode, "node-b");
+  node.spec["hostNQN"] = NqnOf("node-b-reinstalled");
+  ASSERT_TRUE(store().Update(node).ok());
+  ASSERT_TRUE(WaitFor([&] {
+    auto hosts = AllowedHosts("pvc-1");
+    return std::find(hosts.begin(), hosts.end(), NqnOf("node-b-reinstalled")) != hosts.end();
+  }));
+  EXPECT_TRUE(WaitFor([&] { return count(kCauseIdentity) == identity + 1; }));
+
+  // The agent restarts empty.
+  agent_->WipeExports();
+  agent_->SetBootEpoch("epoch-2");
+  reconciler().PollEpochs();
+  EXPECT_TRUE(WaitFor([&] { return count(kCauseEpoch) == epoch + 1; }));
+  EXPECT_EQ(AllowedHosts("pvc-1").size(), 2U);
+  EXPECT_EQ(count(kCauseOutOfBand), after_edit) << "a restart is not an out-of-band edit";
+  EXPECT_EQ(count(kCauseIdentity), identity + 1);
 }
 
 // Issue 28: a down agent is polled every unreachable_poll_interval, so its

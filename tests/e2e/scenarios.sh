@@ -785,6 +785,12 @@ s4() {
   local w r t0 ms path node_ok=1 id
   path="$(vctx s4-nfs targetID)"
   w="$(fill consumer-a "$(data_path s4-nfs)" 2)"
+  # consumer-b's detach below runs before the waits start polling: the
+  # figures come from the controller's log (the storage guest's clock, as
+  # t0), the waits only check that it happened.
+  local clog skip us
+  clog="$(vm_dir storage)/share/out/controller.log"
+  skip="$(wc -l <"$clog")"
   t0=$(gh storage now)
   vm_set_ip consumer-a eth0 "$A_IP2/24"
   step "consumer-a is now $A_IP2"
@@ -794,6 +800,9 @@ s4() {
   local treg
   if ms="$(wait_until "$t0" 90 bash -c '"$1" --endpoint "$2" GetNode "{\"nodeId\":\"consumer-a\"}" | grep -q "\"$3\""' \
     bash "$CSI_CALL" "$REGISTRY" "$A_IP2")"; then
+    if us="$(log_us "$clog" "$skip" '"msg":"node registered"' '"node":"consumer-a"' "\"$A_IP2\"")"; then
+      ms=$(((us - t0) / 1000))
+    fi
     metric "s4 IP change -> pillar-node re-reported its address" "$ms"
     treg=$t0
   else
@@ -807,6 +816,9 @@ s4() {
   fi
   ms="$(wait_until "$treg" "$CEILING" bash -c 'bash "$1" nfs-has "$2" "$3" && ! bash "$1" nfs-has "$2" "$4"' \
     bash "$GH" "$path" "$A_IP2" "$A_IP")" || fail "the rule did not follow consumer-a to $A_IP2: $(exports_of)"
+  if ((node_ok)) && us="$(log_us "$clog" "$skip" '"msg":"export repaired"' '"volume":"s4-nfs"' "$A_IP2")"; then
+    ms=$(((us - t0) / 1000))
+  fi
   metric "s4 $( ((node_ok)) && echo 'IP change' || echo 'direct re-registration') -> NFS rule follows (new IP in, old IP out)" "$ms"
   has_rule "$path" "$A_IP2" || fail "no rule for $A_IP2 on $path"
   has_rule "$path" "$B_IP" && fail "consumer-b's rule survived its unpublish"

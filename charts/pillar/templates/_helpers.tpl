@@ -139,6 +139,9 @@ election: (dict "root" $ "name" NAME "sidecar" .Values.controller.sidecars.X "ar
     - {{ . }}
     {{- end }}
     - --timeout={{ .sidecar.timeout }}
+    - {{ .workerFlag | default "--worker-threads" }}={{ .sidecar.workers }}
+    - --kube-api-qps={{ .sidecar.kubeApiQps }}
+    - --kube-api-burst={{ .sidecar.kubeApiBurst }}
     - --v={{ include "pillar.sidecarVerbosity" .root }}
     {{- range .sidecar.extraArgs }}
     - {{ . | quote }}
