@@ -63,9 +63,9 @@ pillar_start_controller "$W" controller-a --store "kube:$W/controller.kubeconfig
 # chart itself, so this measures what a user installs.
 prov_args=() att_args=()
 if [[ $PROFILE == chart ]]; then
-  mapfile -t prov_args < <("$K8S_BIN/helm" template b "$root/charts/pillar" 2>/dev/null |
+  mapfile -t prov_args < <("$CSI_BIN/helm" template b "$root/charts/pillar" 2>/dev/null |
     awk '/- name: csi-provisioner/{f=1} f&&/--(worker-threads|kube-api-qps|kube-api-burst)=/{gsub(/^ *- /,""); print} /- name: csi-attacher/{f=0}')
-  mapfile -t att_args < <("$K8S_BIN/helm" template b "$root/charts/pillar" 2>/dev/null |
+  mapfile -t att_args < <("$CSI_BIN/helm" template b "$root/charts/pillar" 2>/dev/null |
     awk '/- name: csi-attacher/{f=1} f&&/--(worker-threads|kube-api-qps|kube-api-burst)=/{gsub(/^ *- /,""); print} /- name: csi-resizer/{f=0}')
 fi
 say "sidecars ($PROFILE): csi-provisioner ${prov_args[*]:-(its defaults)}; csi-attacher ${att_args[*]:-(its defaults)}"

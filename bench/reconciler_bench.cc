@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -164,6 +165,10 @@ int Run(int volumes, int agents, std::string uri) {
   controller::ReconcilerOptions opts;
   opts.resync_interval = std::chrono::hours(1);  // passes are driven by hand below
   opts.epoch_poll_interval = std::chrono::hours(1);
+  // PILLAR_BENCH_WRITERS: resync_writers_per_agent, to compare settings.
+  if (const char* w = std::getenv("PILLAR_BENCH_WRITERS"))
+    opts.resync_writers_per_agent = std::atoi(w);
+  std::cout << "resync writers per agent: " << opts.resync_writers_per_agent << "\n";
   controller::ExportReconciler rec(st, directory, clock, opts);
   const double rss_before = RssMiB();
   int64_t requests = Requests(st);
