@@ -47,6 +47,21 @@ double SecondsSince(std::chrono::steady_clock::time_point start);
 // one at a time, in the order added; they live as long as the process.
 void OnScrape(std::function<void()> refresh);
 
+// Observes into `histogram`, when destroyed, the seconds it lived: one
+// pass's duration, however the pass returns.
+class ScopedTimer {
+ public:
+  explicit ScopedTimer(prometheus::Histogram& histogram)
+      : histogram_(histogram), start_(std::chrono::steady_clock::now()) {}
+  ~ScopedTimer() { histogram_.Observe(SecondsSince(start_)); }
+  ScopedTimer(const ScopedTimer&) = delete;
+  ScopedTimer& operator=(const ScopedTimer&) = delete;
+
+ private:
+  prometheus::Histogram& histogram_;
+  std::chrono::steady_clock::time_point start_;
+};
+
 // Registry() in the Prometheus text format, as a scrape would see it
 // (refreshes run first).
 std::string Scrape();

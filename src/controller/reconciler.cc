@@ -411,13 +411,7 @@ StatusOr<ReconcileOutcome> ExportReconciler::Reconcile(const std::string& volume
                                                        const SeenExport& seen, bool fresh,
                                                        const BatchApplied* batched) {
   auto guard = volume_locks_.Lock(volume);
-  const auto started = std::chrono::steady_clock::now();
-  struct Timed {
-    std::chrono::steady_clock::time_point started;
-    ~Timed() {
-      ControllerMetrics::Get().reconcile_duration.Observe(metrics::SecondsSince(started));
-    }
-  } timed{started};
+  metrics::ScopedTimer timed(ControllerMetrics::Get().reconcile_duration);
 
   return store::RetryOnConflict("volume " + volume, [&](int attempt) -> StatusOr<ReconcileOutcome> {
     // The cache is as new as the event that queued this volume; after a lost
@@ -850,11 +844,7 @@ ResyncStats& operator+=(ResyncStats& a, const ResyncStats& b) {
 
 ResyncStats ExportReconciler::ResyncAll() {
   ResyncStats stats;
-  const auto started = std::chrono::steady_clock::now();
-  struct Timed {
-    std::chrono::steady_clock::time_point started;
-    ~Timed() { ControllerMetrics::Get().resync_duration.Observe(metrics::SecondsSince(started)); }
-  } timed{started};
+  metrics::ScopedTimer timed(ControllerMetrics::Get().resync_duration);
   auto list = ReadAllShared(api::kKindVolume);
   if (!list.ok()) {
     log::Warn("resync: cannot list volumes", {{"error", list.status().ToString()}});
