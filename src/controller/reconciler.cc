@@ -512,6 +512,15 @@ bool ExportReconciler::Converge(const store::Object& obj, const SeenExport& seen
   // Apply only when something differs, the agent's fence is behind or the
   // agent restarted since this volume was last applied.
   auto reapply_epoch = ReapplyEpoch(v.spec.agent_ref, v.meta.name);
+  // What this volume's last pass verified is gone from the agent and no
+  // restart is known: ask the agent whether it restarted before repairing,
+  // so a volume's own pass that runs before the epoch poll (a retry after
+  // AgentUnavailable, say) counts the rebuild as the restart it is.
+  if (!reapply_epoch && batched == nullptr && last != nullptr &&
+      (!*actual || !(**actual == last->actual)) && Diff(want, &last->actual).empty()) {
+    if (auto rec = Read(api::kKindAgent, v.spec.agent_ref); rec.ok()) (void)PollAgent(*rec);
+    reapply_epoch = ReapplyEpoch(v.spec.agent_ref, v.meta.name);
+  }
   out.observed = *actual;
   if (NeedsApply(v, *actual ? &**actual : nullptr, out.drift)) {
     std::optional<Credentials> offered = OfferedFor(v, want);
