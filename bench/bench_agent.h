@@ -229,10 +229,15 @@ class CountingExec : public Exec {
 };
 
 // Every file system call of the agent (configfs, the pool, the fencing
-// marks) goes through `timed`, so a benchmark can tell its cost apart.
+// marks) goes through `timed`, so a benchmark can tell its cost apart; the
+// simulator's own calls to the real file system go through `tree`, so the
+// simulator's share is told apart from a plain tree's.
 struct BenchAgent {
   explicit BenchAgent(const std::string& dir, const std::string& name = "storage-1")
-      : root(dir), sim(dir + "/configfs"), timed(sim), marks(timed, clock, dir + "/generations") {
+      : root(dir),
+        sim(dir + "/configfs", &tree),
+        timed(sim),
+        marks(timed, clock, dir + "/generations") {
     std::filesystem::create_directories(dir + "/configfs");
     std::filesystem::create_directories(dir + "/generations");
     std::filesystem::create_directories(dir + "/pool");
@@ -260,6 +265,9 @@ struct BenchAgent {
   LoopTableExec loops;
   ExportfsTableExec tools{loops, root + "/exports.d", root + "/etab"};
   CountingExec exec{tools};
+  // The system calls under the simulator: what the agent's file system work
+  // costs on a plain directory tree (see Split in agent_bench.cc).
+  TimedFs tree{fs};
   pillar::testing::ConfigfsSim sim;
   TimedFs timed;
   agent::FencingMarks marks;

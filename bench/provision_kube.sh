@@ -15,6 +15,9 @@
 # Prints p50/p99/max and the throughput of each. "chart" runs the sidecars
 # with the worker and API-rate settings charts/pillar passes them
 # (values.yaml controller.sidecars.*); "defaults" with the sidecars' own.
+# PILLAR_BENCH_KCM_QPS=Q runs kube-controller-manager with --kube-api-qps=Q
+# and --kube-api-burst=2Q (its defaults are 20 and 30): the PV controller's
+# binding is several writes per claim under that one client rate.
 # Figures, not limits: nothing here fails on time.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -46,6 +49,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
+if [[ -n ${PILLAR_BENCH_KCM_QPS:-} ]]; then
+  [[ $PILLAR_BENCH_KCM_QPS =~ ^[0-9]+$ ]] || { echo "PILLAR_BENCH_KCM_QPS: a number" >&2; exit 2; }
+  export K8S_KCM_EXTRA_ARGS="--kube-api-qps=$PILLAR_BENCH_KCM_QPS --kube-api-burst=$((2 * PILLAR_BENCH_KCM_QPS))"
+  say "kube-controller-manager: $K8S_KCM_EXTRA_ARGS"
+fi
 say "starting kube-apiserver, etcd and kube-controller-manager ..."
 k8s_up "$W" >/dev/null || exit 1
 k8s_start_controller_manager "$W" >/dev/null || exit 1

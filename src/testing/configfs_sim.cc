@@ -63,7 +63,8 @@ std::string InfoField(const std::string& info, const std::string& key) {
 
 }  // namespace
 
-ConfigfsSim::ConfigfsSim(const std::string& root) {
+ConfigfsSim::ConfigfsSim(const std::string& root, Fs* tree)
+    : tree_(tree != nullptr ? *tree : own_tree_) {
   std::error_code ec;
   auto abs = std::filesystem::absolute(root, ec);
   root_ = configfs::ResolveLink("/x", ec ? root : abs.string());
@@ -109,7 +110,7 @@ ConfigfsSim::Kind ConfigfsSim::Classify(const std::vector<std::string>& parts) c
 }
 
 Status ConfigfsSim::CreateGroup(const std::string& path, Kind kind) {
-  RETURN_IF_ERROR(posix_.MakeDir(path));
+  RETURN_IF_ERROR(tree_.MakeDir(path));
   std::string name = path.substr(path.rfind('/') + 1);
   for (const auto& a : Spec(kind).attrs) {
     std::string value = a.value;
@@ -130,7 +131,7 @@ Status ConfigfsSim::CreateGroup(const std::string& path, Kind kind) {
       value = DeviceInfo(false, "", false);
     }
     RETURN_IF_ERROR(
-        posix_.WriteFile(JoinPath(path, a.name), a.access == Access::kWo ? "" : value + "\n"));
+        tree_.WriteFile(JoinPath(path, a.name), a.access == Access::kWo ? "" : value + "\n"));
   }
   for (const auto& [n, k] : Spec(kind).defaults) {
     RETURN_IF_ERROR(CreateGroup(JoinPath(path, n), k));
@@ -140,16 +141,16 @@ Status ConfigfsSim::CreateGroup(const std::string& path, Kind kind) {
 
 StatusOr<std::string> ConfigfsSim::Attr(const std::vector<std::string>& dir,
                                         const std::string& attr) {
-  return configfs::ReadAttr(posix_, JoinPath(Abs(dir), attr));
+  return configfs::ReadAttr(tree_, JoinPath(Abs(dir), attr));
 }
 
 Status ConfigfsSim::SetAttr(const std::vector<std::string>& dir, const std::string& attr,
                             const std::string& value) {
-  return posix_.WriteFile(JoinPath(Abs(dir), attr), value + "\n");
+  return tree_.WriteFile(JoinPath(Abs(dir), attr), value + "\n");
 }
 
 bool ConfigfsSim::HasLinks(const std::string& dir) {
-  auto links = configfs::ListNames(posix_, dir, DirEntry::Type::kSymlink);
+  auto links = configfs::ListNames(tree_, dir, DirEntry::Type::kSymlink);
   return links.ok() && !links->empty();
 }
 
@@ -157,9 +158,9 @@ StatusOr<ConfigfsSim::LinkIndex*> ConfigfsSim::LinksOf(const std::string& dir) {
   auto it = links_.find(dir);
   if (it != links_.end()) return &it->second;
   LinkIndex index;
-  ASSIGN_OR_RETURN(auto names, configfs::ListNames(posix_, dir, DirEntry::Type::kSymlink));
+  ASSIGN_OR_RETURN(auto names, configfs::ListNames(tree_, dir, DirEntry::Type::kSymlink));
   for (const auto& name : names) {
-    auto target = posix_.ReadLink(JoinPath(dir, name));
+    auto target = tree_.ReadLink(JoinPath(dir, name));
     if (!target.ok()) continue;
     std::string key = Joined(Relative(configfs::ResolveLink(JoinPath(dir, name), *target)).parts);
     index.by_target[key] = name;
@@ -170,7 +171,7 @@ StatusOr<ConfigfsSim::LinkIndex*> ConfigfsSim::LinksOf(const std::string& dir) {
 
 bool ConfigfsSim::LinkStillThere(const std::string& dir, const std::string& name,
                                  const std::string& target) {
-  auto existing = posix_.ReadLink(JoinPath(dir, name));
+  auto existing = tree_.ReadLink(JoinPath(dir, name));
   return existing.ok() &&
          Joined(Relative(configfs::ResolveLink(JoinPath(dir, name), *existing)).parts) == target;
 }
@@ -186,7 +187,7 @@ void ConfigfsSim::ForgetLinks(const std::string& path) {
 
 Status ConfigfsSim::LoadModuleTree(const std::string& name, Kind kind) {
   std::string path = JoinPath(root_, name);
-  if (posix_.IsDir(path)) return Status::Ok();
+  if (tree_.IsDir(path)) return Status::Ok();
   RETURN_IF_ERROR(CreateGroup(path, kind));
   // The unloaded tree was kept until now only so this one gets a new inode.
   std::error_code ec;
@@ -199,7 +200,7 @@ Status ConfigfsSim::LoadNvmet() { return LoadModuleTree("nvmet", Kind::kNvmet); 
 Status ConfigfsSim::LoadLio() {
   RETURN_IF_ERROR(LoadModuleTree("target", Kind::kTarget));
   std::string iscsi = JoinPath(root_, "target/iscsi");
-  if (posix_.IsDir(iscsi)) return Status::Ok();
+  if (tree_.IsDir(iscsi)) return Status::Ok();
   return CreateGroup(iscsi, Kind::kIscsi);
 }
 
@@ -242,12 +243,12 @@ Status ConfigfsSim::LoadTarget(Protocol protocol) {
 }
 
 StatusOr<std::string> ConfigfsSim::ReadFile(const std::string& path) {
-  return posix_.ReadFile(path);
+  return tree_.ReadFile(path);
 }
 
 Status ConfigfsSim::WriteFile(const std::string& path, const std::string& content) {
   Rel rel = Relative(path);
-  if (!rel.inside) return posix_.WriteFile(path, content);
+  if (!rel.inside) return tree_.WriteFile(path, content);
   if (rel.parts.empty()) return Denied("write " + path + ": is the configfs root");
   std::vector<std::string> dir(rel.parts.begin(), rel.parts.end() - 1);
   const std::string& attr = rel.parts.back();
@@ -263,7 +264,7 @@ Status ConfigfsSim::WriteFile(const std::string& path, const std::string& conten
   while (!value.empty() && value.back() == '\n') value.pop_back();
   RETURN_IF_ERROR(OnWrite(dir, kind, attr, &value).Annotate("write " + path));
   if (spec->access == Access::kWo) return Status::Ok();
-  return posix_.WriteFile(path, value + "\n");
+  return tree_.WriteFile(path, value + "\n");
 }
 
 // The attribute semantics the exporters' write order depends on.
@@ -400,17 +401,17 @@ Status ConfigfsSim::WriteFileAtomic(const std::string& path, const std::string& 
   if (Relative(path).inside) {
     return Denied("write " + path + ": configfs has no temporary files or rename");
   }
-  return posix_.WriteFileAtomic(path, content);
+  return tree_.WriteFileAtomic(path, content);
 }
 
 Status ConfigfsSim::MakeDir(const std::string& path) {
   Rel rel = Relative(path);
-  if (!rel.inside) return posix_.MakeDir(path);
-  if (posix_.IsDir(path)) return Status::Ok();
+  if (!rel.inside) return tree_.MakeDir(path);
+  if (tree_.IsDir(path)) return Status::Ok();
   if (rel.parts.empty()) return NotFound("mkdir " + path + ": configfs root is missing");
   std::vector<std::string> parent(rel.parts.begin(), rel.parts.end() - 1);
   const std::string& name = rel.parts.back();
-  if (!posix_.IsDir(Abs(parent))) return NotFound("mkdir " + path + ": parent does not exist");
+  if (!tree_.IsDir(Abs(parent))) return NotFound("mkdir " + path + ": parent does not exist");
   Kind parent_kind = Classify(parent);
   if (DefaultGroup(parent_kind, name)) {
     return Denied("mkdir " + path + ": a default group appears only when its module loads");
@@ -428,8 +429,8 @@ Status ConfigfsSim::MakeDir(const std::string& path) {
 
 Status ConfigfsSim::MakeDirs(const std::string& path) {
   Rel rel = Relative(path);
-  if (!rel.inside) return posix_.MakeDirs(path);
-  if (!posix_.IsDir(root_)) return NotFound("mkdir " + path + ": configfs root is missing");
+  if (!rel.inside) return tree_.MakeDirs(path);
+  if (!tree_.IsDir(root_)) return NotFound("mkdir " + path + ": configfs root is missing");
   std::vector<std::string> cur;
   for (const auto& p : rel.parts) {
     cur.push_back(p);
@@ -439,7 +440,7 @@ Status ConfigfsSim::MakeDirs(const std::string& path) {
 }
 
 Status ConfigfsSim::CheckRemovable(const std::string& path, Kind kind) {
-  ASSIGN_OR_RETURN(auto entries, posix_.ListDir(path));
+  ASSIGN_OR_RETURN(auto entries, tree_.ListDir(path));
   for (const auto& e : entries) {
     std::string child = JoinPath(path, e.name);
     if (e.type == DirEntry::Type::kSymlink) {
@@ -456,9 +457,9 @@ Status ConfigfsSim::CheckRemovable(const std::string& path, Kind kind) {
 
 Status ConfigfsSim::RemoveDir(const std::string& path) {
   Rel rel = Relative(path);
-  if (!rel.inside) return posix_.RemoveDir(path);
-  if (!posix_.Exists(path)) return Status::Ok();
-  if (!posix_.IsDir(path) || posix_.ReadLink(path).ok()) {
+  if (!rel.inside) return tree_.RemoveDir(path);
+  if (!tree_.Exists(path)) return Status::Ok();
+  if (!tree_.IsDir(path) || tree_.ReadLink(path).ok()) {
     return InvalidArgument("rmdir " + path + ": not a directory");
   }
   if (rel.parts.empty()) return Denied("rmdir " + path + ": is the configfs root");
@@ -479,12 +480,12 @@ Status ConfigfsSim::RemoveDir(const std::string& path) {
 
 Status ConfigfsSim::Unlink(const std::string& path) {
   Rel rel = Relative(path);
-  if (!rel.inside) return posix_.Unlink(path);
-  if (!posix_.Exists(path)) return Status::Ok();
-  if (!posix_.ReadLink(path).ok()) {
+  if (!rel.inside) return tree_.Unlink(path);
+  if (!tree_.Exists(path)) return Status::Ok();
+  if (!tree_.ReadLink(path).ok()) {
     return Denied("unlink " + path + ": only links can be removed; attributes and groups stay");
   }
-  RETURN_IF_ERROR(posix_.Unlink(path));
+  RETURN_IF_ERROR(tree_.Unlink(path));
   std::lock_guard<std::mutex> lock(links_mu_);
   auto group = links_.find(path.substr(0, path.rfind('/')));
   if (group != links_.end()) {
@@ -499,17 +500,17 @@ Status ConfigfsSim::Unlink(const std::string& path) {
 
 Status ConfigfsSim::Symlink(const std::string& target, const std::string& link) {
   Rel rel = Relative(link);
-  if (!rel.inside) return posix_.Symlink(target, link);
+  if (!rel.inside) return tree_.Symlink(target, link);
   if (rel.parts.empty()) return Denied("symlink " + link + ": is the configfs root");
   std::vector<std::string> dir(rel.parts.begin(), rel.parts.end() - 1);
   Kind kind = Classify(dir);
   if (Spec(kind).link_to == Kind::kNone) {
     return Denied("symlink " + link + ": links are not allowed in this group");
   }
-  if (posix_.Exists(link)) return AlreadyExists("symlink " + link + ": already exists");
+  if (tree_.Exists(link)) return AlreadyExists("symlink " + link + ": already exists");
   Rel to = Relative(configfs::ResolveLink(link, target));
   if (!to.inside) return Denied("symlink " + link + ": target " + target + " is not in configfs");
-  if (!posix_.IsDir(Abs(to.parts)) || posix_.ReadLink(Abs(to.parts)).ok()) {
+  if (!tree_.IsDir(Abs(to.parts)) || tree_.ReadLink(Abs(to.parts)).ok()) {
     return NotFound("symlink " + link + ": target " + target + " does not exist");
   }
   if (Classify(to.parts) != Spec(kind).link_to) {
@@ -520,7 +521,7 @@ Status ConfigfsSim::Symlink(const std::string& target, const std::string& link) 
   // configfs shows links relative to the link's group, through the root.
   std::string relative;
   for (size_t i = 0; i < dir.size(); ++i) relative += "../";
-  RETURN_IF_ERROR(posix_.Symlink(relative + Joined(to.parts), link));
+  RETURN_IF_ERROR(tree_.Symlink(relative + Joined(to.parts), link));
   ASSIGN_OR_RETURN(LinkIndex * index, LinksOf(Abs(dir)));
   index->by_target[Joined(to.parts)] = rel.parts.back();
   index->by_name[rel.parts.back()] = Joined(to.parts);
@@ -593,59 +594,59 @@ Status ConfigfsSim::OnLink(const std::vector<std::string>& dir, Kind kind,
 }
 
 StatusOr<std::string> ConfigfsSim::ReadLink(const std::string& path) {
-  return posix_.ReadLink(path);
+  return tree_.ReadLink(path);
 }
 
 StatusOr<std::vector<DirEntry>> ConfigfsSim::ListDir(const std::string& path) {
-  return posix_.ListDir(path);
+  return tree_.ListDir(path);
 }
 
-bool ConfigfsSim::Exists(const std::string& path) { return posix_.Exists(path); }
-bool ConfigfsSim::IsDir(const std::string& path) { return posix_.IsDir(path); }
+bool ConfigfsSim::Exists(const std::string& path) { return tree_.Exists(path); }
+bool ConfigfsSim::IsDir(const std::string& path) { return tree_.IsDir(path); }
 
 Status ConfigfsSim::CreateSparseFile(const std::string& path, int64_t size_bytes) {
   if (Relative(path).inside) return Denied("create " + path + ": configfs cannot create files");
-  return posix_.CreateSparseFile(path, size_bytes);
+  return tree_.CreateSparseFile(path, size_bytes);
 }
 
 Status ConfigfsSim::ResizeFile(const std::string& path, int64_t size_bytes) {
   if (Relative(path).inside) return Denied("truncate " + path + ": configfs attributes");
-  return posix_.ResizeFile(path, size_bytes);
+  return tree_.ResizeFile(path, size_bytes);
 }
 
 Status ConfigfsSim::CopyFile(const std::string& from, const std::string& to) {
   if (Relative(from).inside || Relative(to).inside) {
     return Denied("copy " + from + " to " + to + ": configfs holds no regular files");
   }
-  return posix_.CopyFile(from, to);
+  return tree_.CopyFile(from, to);
 }
 
 Status ConfigfsSim::CopyTree(const std::string& from, const std::string& to) {
   if (Relative(from).inside || Relative(to).inside) {
     return Denied("copy " + from + " to " + to + ": configfs trees are made by the kernel");
   }
-  return posix_.CopyTree(from, to);
+  return tree_.CopyTree(from, to);
 }
 
 Status ConfigfsSim::Rename(const std::string& from, const std::string& to) {
   if (Relative(from).inside || Relative(to).inside) {
     return Denied("rename " + from + " to " + to + ": configfs renames nothing");
   }
-  return posix_.Rename(from, to);
+  return tree_.Rename(from, to);
 }
 
 StatusOr<int64_t> ConfigfsSim::AllocatedBytes(const std::string& path) {
-  return posix_.AllocatedBytes(path);
+  return tree_.AllocatedBytes(path);
 }
 
-StatusOr<int64_t> ConfigfsSim::FileSize(const std::string& path) { return posix_.FileSize(path); }
+StatusOr<int64_t> ConfigfsSim::FileSize(const std::string& path) { return tree_.FileSize(path); }
 
-StatusOr<FsCapacity> ConfigfsSim::StatVfs(const std::string& path) { return posix_.StatVfs(path); }
+StatusOr<FsCapacity> ConfigfsSim::StatVfs(const std::string& path) { return tree_.StatVfs(path); }
 
 Status ConfigfsSim::RemoveTree(const std::string& path) {
   // configfs has no rm -r: attributes cannot be unlinked, groups go by rmdir.
   if (Relative(path).inside) return Denied("rm -r " + path + ": use rmdir on each group");
-  return posix_.RemoveTree(path);
+  return tree_.RemoveTree(path);
 }
 
 // In configfs pillar sets only the modes of attributes (it hides keys from
@@ -653,20 +654,20 @@ Status ConfigfsSim::RemoveTree(const std::string& path) {
 // never an owner; outside it (a file pool of the agent simulator) they are
 // the real ones.
 Status ConfigfsSim::Chmod(const std::string& path, mode_t mode) {
-  if (Relative(path).inside && !posix_.IsDir(path) && !posix_.Exists(path)) {
+  if (Relative(path).inside && !tree_.IsDir(path) && !tree_.Exists(path)) {
     return Denied("chmod " + path + ": no such attribute");
   }
-  if (Relative(path).inside && posix_.IsDir(path)) {
+  if (Relative(path).inside && tree_.IsDir(path)) {
     return Denied("chmod " + path + ": pillar sets the modes of attributes only");
   }
-  return posix_.Chmod(path, mode);
+  return tree_.Chmod(path, mode);
 }
 
-StatusOr<mode_t> ConfigfsSim::Mode(const std::string& path) { return posix_.Mode(path); }
+StatusOr<mode_t> ConfigfsSim::Mode(const std::string& path) { return tree_.Mode(path); }
 
 Status ConfigfsSim::Chown(const std::string& path, uid_t uid, gid_t gid) {
   if (Relative(path).inside) return Denied("chown " + path + ": not done in configfs");
-  return posix_.Chown(path, uid, gid);
+  return tree_.Chown(path, uid, gid);
 }
 
 Status CreateConfigfsSkeleton(const std::string& root) {

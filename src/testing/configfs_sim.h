@@ -38,7 +38,11 @@ namespace pillar::testing {
 class ConfigfsSim : public Fs {
  public:
   // `root` is an existing directory standing in for /sys/kernel/config.
-  explicit ConfigfsSim(const std::string& root);
+  // `tree` is the file system the simulated tree lives in (and every path
+  // outside `root` goes to): the real one through PosixFs unless given. A
+  // benchmark passes a timed one to tell the simulator's own cost from the
+  // system calls under it, which are what a plain directory tree costs.
+  explicit ConfigfsSim(const std::string& root, Fs* tree = nullptr);
 
   const std::string& root() const { return root_; }
 
@@ -120,7 +124,8 @@ class ConfigfsSim : public Fs {
                  const std::string& value);
   Status LoadModuleTree(const std::string& name, Kind kind);
 
-  PosixFs posix_;
+  PosixFs own_tree_;
+  Fs& tree_;  // own_tree_ or the one given
   std::string root_;
   unsigned long next_id_ = 1;               // seeds generated defaults (serials, UUIDs)
   std::mutex links_mu_;                     // guards links_

@@ -544,12 +544,13 @@ vm_copy_in() {
 
 # ---------------------------------------------------------------- network and identities
 
-# vm_set_ip NAME IFACE ADDR/LEN: replace IFACE's addresses (e.g. a consumer
-# whose IP changes).
+# vm_set_ip NAME IFACE ADDR/LEN [WHEN_FILE]: replace IFACE's addresses (e.g.
+# a consumer whose IP changes). WHEN_FILE receives the guest's clock (µs)
+# the moment the new address was in place, for figures on that guest's clock.
 vm_set_ip() {
-  local name="$1" iface="$2" addr="$3"
-  vm_exec "$name" bash -c 'ip addr flush dev "$1" && ip addr add "$2" dev "$1" && ip link set "$1" up' \
-    bash "$iface" "$addr" || return $?
+  local name="$1" iface="$2" addr="$3" when="${4:-/dev/null}"
+  vm_exec "$name" bash -c 'ip addr flush dev "$1" && ip addr add "$2" dev "$1" && ip link set "$1" up &&
+    date +%s%6N' bash "$iface" "$addr" >"$when" || return $?
   [[ "$iface" == eth0 ]] && printf '%s\n' "$addr" >"$(vm_dir "$name")/ip"
   return 0
 }

@@ -788,11 +788,14 @@ s4() {
   # consumer-b's detach below runs before the waits start polling: the
   # figures come from the controller's log (the storage guest's clock, as
   # t0), the waits only check that it happened.
-  local clog skip us
+  local clog skip us nlog nskip when
   clog="$(vm_dir storage)/share/out/controller.log"
   skip="$(wc -l <"$clog")"
+  nlog="$(vm_dir consumer-a)/share/out/node.log"
+  nskip="$(wc -l <"$nlog")"
+  when="$(vm_dir consumer-a)/s4-ip-changed"
   t0=$(gh storage now)
-  vm_set_ip consumer-a eth0 "$A_IP2/24"
+  vm_set_ip consumer-a eth0 "$A_IP2/24" "$when"
   step "consumer-a is now $A_IP2"
   # In the meantime consumer-b goes away.
   detach s4-nfs consumer-b
@@ -800,7 +803,8 @@ s4() {
   local treg
   if ms="$(wait_until "$t0" 90 bash -c '"$1" --endpoint "$2" GetNode "{\"nodeId\":\"consumer-a\"}" | grep -q "\"$3\""' \
     bash "$CSI_CALL" "$REGISTRY" "$A_IP2")"; then
-    if us="$(log_us "$clog" "$skip" '"msg":"node registered"' '"node":"consumer-a"' "\"$A_IP2\"")"; then
+    # A known node's new address is logged as its identity changing.
+    if us="$(log_us "$clog" "$skip" '"msg":"node identity changed"' '"node":"consumer-a"' "\"$A_IP2\"")"; then
       ms=$(((us - t0) / 1000))
     fi
     metric "s4 IP change -> pillar-node re-reported its address" "$ms"
@@ -820,6 +824,19 @@ s4() {
     ms=$(((us - t0) / 1000))
   fi
   metric "s4 $( ((node_ok)) && echo 'IP change' || echo 'direct re-registration') -> NFS rule follows (new IP in, old IP out)" "$ms"
+  # The same path in two halves, each on one guest's clock (the figures above
+  # start before the harness's command reaches the guest, which takes seconds
+  # under emulation): the address in place -> pillar-node's report (consumer's
+  # clock), and the controller learning it -> the rule repaired (storage's).
+  local t_ip t_rep t_seen t_fix
+  if ((node_ok)) && t_ip="$(<"$when")" && [[ $t_ip =~ ^[0-9]+$ ]] &&
+    t_rep="$(log_us "$nlog" "$nskip" '"msg":"node identity reported"' "\"$A_IP2\"")"; then
+    metric "s4 address in place -> pillar-node reported it (consumer's clock)" "$(((t_rep - t_ip) / 1000))"
+  fi
+  if ((node_ok)) && t_seen="$(log_us "$clog" "$skip" '"msg":"node identity changed"' '"node":"consumer-a"' "\"$A_IP2\"")" &&
+    t_fix="$(log_us "$clog" "$skip" '"msg":"export repaired"' '"volume":"s4-nfs"' "$A_IP2")"; then
+    metric "s4 controller learned the address -> NFS rule follows (storage's clock)" "$(((t_fix - t_seen) / 1000))"
+  fi
   has_rule "$path" "$A_IP2" || fail "no rule for $A_IP2 on $path"
   has_rule "$path" "$B_IP" && fail "consumer-b's rule survived its unpublish"
   cond s4-nfs | grep -qx True/Reconciled || fail "s4-nfs not Reconciled: $(cond s4-nfs)"

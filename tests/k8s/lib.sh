@@ -403,8 +403,11 @@ k8s_up() {
 
 # k8s_start_controller_manager WORKDIR: kube-controller-manager against the
 # apiserver of WORKDIR (after k8s_up); returns when /healthz is ok.
+# K8S_KCM_EXTRA_ARGS: more flags, split on blanks (a benchmark's API rate).
 k8s_start_controller_manager() {
   local w=${1:?usage: k8s_start_controller_manager <workdir>}
+  local -a extra=()
+  read -r -a extra <<<"${K8S_KCM_EXTRA_ARGS:-}"
   w=$(cd "$w" && pwd) || return 1
   _k8s_ours "$w/run/kube-apiserver.pid" || { _k8s_log "no kube-apiserver running for $w (call k8s_up first)"; return 1; }
   if _k8s_ours "$w/run/kube-controller-manager.pid"; then
@@ -427,7 +430,7 @@ k8s_start_controller_manager() {
     --use-service-account-credentials=false \
     --root-ca-file="$w/pki/ca.crt" \
     --service-account-private-key-file="$w/pki/sa.key" \
-    --profiling=false
+    --profiling=false "${extra[@]}"
   _k8s_wait_url "$w" kube-controller-manager "https://127.0.0.1:$port/healthz" 60 '^ok$' kube-controller-manager ||
     { _k8s_log "kube-controller-manager did not become healthy"; _k8s_dump_logs "$w"; return 1; }
   export K8S_KCM_HEALTHZ=https://127.0.0.1:$port/healthz
