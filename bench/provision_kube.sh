@@ -83,43 +83,7 @@ _k8s_start "$W" csi-provisioner "$CSI_BIN/csi-provisioner" --csi-address="$sock"
 _k8s_start "$W" csi-attacher "$CSI_BIN/csi-attacher" --csi-address="$sock" --kubeconfig="$K8S_KUBECONFIG" \
   --leader-election=false --timeout=60s --v=2 "${att_args[@]}"
 
-kubectl apply -f - >/dev/null <<'YAML'
-apiVersion: storage.k8s.io/v1
-kind: CSIDriver
-metadata: {name: pillar-csi.bhyoo.com}
-spec: {attachRequired: true, podInfoOnMount: false, fsGroupPolicy: File, volumeLifecycleModes: [Persistent]}
----
-apiVersion: storage.k8s.io/v1
-kind: StorageClass
-metadata: {name: pillar-nvmeof}
-provisioner: pillar-csi.bhyoo.com
-volumeBindingMode: Immediate
-reclaimPolicy: Delete
-parameters: {agent: storage-1, pool: demo, protocol: nvmeof-tcp, acl: "true", bindAddress: 127.0.0.1, fsType: ext4}
----
-apiVersion: v1
-kind: Node
-metadata:
-  name: node-a
-  annotations: {volumes.kubernetes.io/controller-managed-attach-detach: "true"}
----
-apiVersion: storage.k8s.io/v1
-kind: CSINode
-metadata: {name: node-a}
-spec:
-  drivers: [{name: pillar-csi.bhyoo.com, nodeID: node-a}]
-YAML
-kubectl -n pillar apply -f - >/dev/null <<'YAML'
-apiVersion: v1
-kind: Pod
-metadata: {name: pillar-node-a}
-spec:
-  nodeName: node-a
-  serviceAccountName: pillar-node
-  containers: [{name: c, image: registry.invalid/pillar/none:0}]
-YAML
-TOKEN=$(kubectl -n pillar create token pillar-node --bound-object-kind Pod --bound-object-name pillar-node-a \
-  --audience pillar-csi.bhyoo.com --duration 60m) || exit 1
+TOKEN=$(pillar_node_a 60m) || exit 1
 NQN=nqn.2014-08.org.nvmexpress:uuid:00000000-0000-4000-8000-0000000000a1
 pillar_reg "$W" controller-a --metadata "authorization=Bearer $TOKEN" RegisterNode \
   '{"identity":{"nodeId":"node-a","hostNqn":"'"$NQN"'","ipAddresses":["192.0.2.10"]}}' >/dev/null || exit 1
@@ -186,22 +150,24 @@ attached() {
 say "creating $N PVCs at once ..."
 claims_yaml >"$W/claims.yaml"
 pods_yaml >"$W/pods.yaml"
-t0=$(now_ms)
-kubectl apply -f "$W/claims.yaml" >/dev/null || exit 1
-if ! wait_all "$t0" "$W/bound.txt" bound; then
-  say "not every PVC Bound within 600 s: $(wc -l <"$W/bound.txt") of $N"
-  exit 1
-fi
-stats "$N PVCs created at once to Bound ($PROFILE sidecars)" "$W/bound.txt" $(($(now_ms) - t0))
+# timed_apply YAML TIMES KIND WHAT FIGURE: YAML's objects in one request, then
+# each one's time to KIND (wait_all) into TIMES, and the figures.
+timed_apply() {
+  local t0
+  t0=$(now_ms)
+  kubectl apply -f "$1" >/dev/null || exit 1
+  if ! wait_all "$t0" "$2" "$3"; then
+    say "not every $4 within 600 s: $(wc -l <"$2") of $N"
+    exit 1
+  fi
+  stats "$5" "$2" $(($(now_ms) - t0))
+}
+timed_apply "$W/claims.yaml" "$W/bound.txt" bound "PVC Bound" \
+  "$N PVCs created at once to Bound ($PROFILE sidecars)"
 
 say "creating $N Pods at once (one PVC each, all on node-a) ..."
-t0=$(now_ms)
-kubectl apply -f "$W/pods.yaml" >/dev/null || exit 1
-if ! wait_all "$t0" "$W/attached.txt" attached; then
-  say "not every VolumeAttachment attached within 600 s: $(wc -l <"$W/attached.txt") of $N"
-  exit 1
-fi
-stats "$N Pods' VolumeAttachments to attached ($PROFILE sidecars)" "$W/attached.txt" $(($(now_ms) - t0))
+timed_apply "$W/pods.yaml" "$W/attached.txt" attached "VolumeAttachment attached" \
+  "$N Pods' VolumeAttachments to attached ($PROFILE sidecars)"
 
 # Every target admits node-a, and only node-a.
 acl_ok=0

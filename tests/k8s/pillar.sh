@@ -18,6 +18,8 @@
 #   pillar_reg W NAME METHOD JSON      csi-call against its registry
 #   pillar_ctl ARGS...                 pillarctl
 #   pillar_down W                      stops every pillar daemon of W, detaches its pool's loop devices
+#   pillar_node_a DURATION             a cluster's objects for pillar on node-a without a kubelet
+#                                      (see below); prints a token of node-a's pillar-node pod
 #
 # Daemons are started like lib.sh's (parent-death signal, pid files in
 # W/run, logs in W/logs), so a killed test leaves nothing behind.
@@ -98,6 +100,55 @@ pillar_kill() {
   pid=$(cat "$1/run/$2.pid" 2>/dev/null) || return 0
   kill "-${3:-KILL}" "$pid" 2>/dev/null || true
   while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
+}
+
+# pillar_node_a DURATION: what a cluster holds for pillar on node-a, made
+# without a kubelet: the CSIDriver, the StorageClass pillar-nvmeof (storage-1's
+# pool demo, served on 127.0.0.1), the Node node-a (attach/detach by the
+# controller) and its CSINode, and a pod of ServiceAccount pillar:pillar-node
+# on node-a, whose bound token (audience pillar-csi.bhyoo.com, valid
+# DURATION) it prints, as pillar-node presents it to the registry. Needs a
+# kubectl function (the caller's) and the namespace and ServiceAccount.
+pillar_node_a() {
+  kubectl apply -f - >/dev/null <<'YAML' || return 1
+apiVersion: storage.k8s.io/v1
+kind: CSIDriver
+metadata: {name: pillar-csi.bhyoo.com}
+spec: {attachRequired: true, podInfoOnMount: false, fsGroupPolicy: File, volumeLifecycleModes: [Persistent]}
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: pillar-nvmeof}
+provisioner: pillar-csi.bhyoo.com
+allowVolumeExpansion: true
+volumeBindingMode: Immediate
+reclaimPolicy: Delete
+parameters: {agent: storage-1, pool: demo, protocol: nvmeof-tcp, acl: "true", bindAddress: 127.0.0.1, fsType: ext4}
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: node-a
+  annotations: {volumes.kubernetes.io/controller-managed-attach-detach: "true"}
+---
+apiVersion: storage.k8s.io/v1
+kind: CSINode
+metadata: {name: node-a}
+spec:
+  drivers: [{name: pillar-csi.bhyoo.com, nodeID: node-a}]
+YAML
+  # The Node needs an owner reference for its CSINode in a real cluster; here it is enough that both exist.
+  kubectl -n pillar apply -f - >/dev/null <<'YAML' || return 1
+apiVersion: v1
+kind: Pod
+metadata: {name: pillar-node-a}
+spec:
+  nodeName: node-a
+  serviceAccountName: pillar-node
+  containers: [{name: c, image: registry.invalid/pillar/none:0}]
+YAML
+  kubectl -n pillar create token pillar-node --bound-object-kind Pod --bound-object-name pillar-node-a \
+    --audience pillar-csi.bhyoo.com --duration "${1:?usage: pillar_node_a DURATION}"
 }
 
 pillar_csi() { "$PILLAR_CALL_BIN" --endpoint "unix://$1/$2.sock" "${@:3}"; }

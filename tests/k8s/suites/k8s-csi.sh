@@ -75,47 +75,8 @@ for s in csi-provisioner csi-attacher csi-resizer; do
   "$CSI_BIN/$s" --version 2>&1 | head -1 | sed "s/^/k8s-csi: /"
 done
 
-kubectl apply -f - >/dev/null <<'YAML' || fail "CSIDriver, StorageClass, Node and CSINode"
-apiVersion: storage.k8s.io/v1
-kind: CSIDriver
-metadata: {name: pillar-csi.bhyoo.com}
-spec: {attachRequired: true, podInfoOnMount: false, fsGroupPolicy: File, volumeLifecycleModes: [Persistent]}
----
-apiVersion: storage.k8s.io/v1
-kind: StorageClass
-metadata: {name: pillar-nvmeof}
-provisioner: pillar-csi.bhyoo.com
-allowVolumeExpansion: true
-volumeBindingMode: Immediate
-reclaimPolicy: Delete
-parameters: {agent: storage-1, pool: demo, protocol: nvmeof-tcp, acl: "true", bindAddress: 127.0.0.1, fsType: ext4}
----
-apiVersion: v1
-kind: Node
-metadata:
-  name: node-a
-  annotations: {volumes.kubernetes.io/controller-managed-attach-detach: "true"}
----
-apiVersion: storage.k8s.io/v1
-kind: CSINode
-metadata: {name: node-a}
-spec:
-  drivers: [{name: pillar-csi.bhyoo.com, nodeID: node-a}]
-YAML
-# The Node needs an owner reference for its CSINode in a real cluster; here it is enough that both exist.
-
 # node-a's plugin reports its identity with its pod's token (what pillar-node does).
-kubectl -n pillar apply -f - >/dev/null <<'YAML'
-apiVersion: v1
-kind: Pod
-metadata: {name: pillar-node-a}
-spec:
-  nodeName: node-a
-  serviceAccountName: pillar-node
-  containers: [{name: c, image: registry.invalid/pillar/none:0}]
-YAML
-TOKEN=$(kubectl -n pillar create token pillar-node --bound-object-kind Pod --bound-object-name pillar-node-a \
-  --audience pillar-csi.bhyoo.com --duration 30m) || { fail "node token"; finish; }
+TOKEN=$(pillar_node_a 30m) || { fail "CSIDriver, StorageClass, Node, CSINode and node-a's token"; finish; }
 NQN1=nqn.2014-08.org.nvmexpress:uuid:00000000-0000-4000-8000-0000000000a1
 NQN2=nqn.2014-08.org.nvmexpress:uuid:00000000-0000-4000-8000-0000000000a2
 report() { # NQN IP
