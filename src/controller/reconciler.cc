@@ -516,10 +516,12 @@ bool ExportReconciler::Converge(const store::Object& obj, const SeenExport& seen
   // restart is known: ask the agent whether it restarted before repairing,
   // so a volume's own pass that runs before the epoch poll (a retry after
   // AgentUnavailable, say) counts the rebuild as the restart it is.
-  if (!reapply_epoch && batched == nullptr && last != nullptr &&
-      (!*actual || !(**actual == last->actual)) && Diff(want, &last->actual).empty()) {
-    if (auto rec = Read(api::kKindAgent, v.spec.agent_ref); rec.ok()) (void)PollAgent(*rec);
-    reapply_epoch = ReapplyEpoch(v.spec.agent_ref, v.meta.name);
+  if (!reapply_epoch && batched == nullptr && last != nullptr) {
+    AsVerified as = CompareToVerified(want, *last, *actual);
+    if (as.intent && !as.agent) {
+      if (auto rec = Read(api::kKindAgent, v.spec.agent_ref); rec.ok()) (void)PollAgent(*rec);
+      reapply_epoch = ReapplyEpoch(v.spec.agent_ref, v.meta.name);
+    }
   }
   out.observed = *actual;
   if (NeedsApply(v, *actual ? &**actual : nullptr, out.drift)) {
@@ -1092,18 +1094,23 @@ bool ExportReconciler::NoteRecorded(const std::string& volume, const api::Condit
   return true;
 }
 
+ExportReconciler::AsVerified ExportReconciler::CompareToVerified(
+    const DesiredExport& want, const LastVerified& last,
+    const std::optional<agent_api::Export>& observed) {
+  return {Diff(want, &last.actual).empty(), observed && *observed == last.actual};
+}
+
 const char* ExportReconciler::RepairCause(const DesiredExport& want, const LastVerified& last,
                                           const store::Object& obj, const ReconcileOutcome& out) {
-  const bool intent_as_verified = Diff(want, &last.actual).empty();
-  const bool agent_as_verified = out.observed && *out.observed == last.actual;
+  AsVerified as = CompareToVerified(want, last, out.observed);
   // The intent still asks for exactly what was verified, and the agent no
   // longer had it: lost in a restart, or changed by someone else.
-  if (intent_as_verified && !agent_as_verified) {
+  if (as.intent && !as.agent) {
     return out.epoch_reapply ? kCauseEpoch : kCauseOutOfBand;
   }
   // The agent kept what was verified and the record did not move: what
   // moved is a node's identity (its NQN, IQN or addresses).
-  if (!intent_as_verified && agent_as_verified && last.resource_version == obj.resource_version) {
+  if (!as.intent && as.agent && last.resource_version == obj.resource_version) {
     return kCauseIdentity;
   }
   return nullptr;  // a new intent (a publish, an unpublish, an expansion): not a repair

@@ -335,6 +335,15 @@ class ExportReconciler {
     agent_api::Export actual;
   };
   std::map<std::string, LastVerified> last_verified_;  // under verified_mu_
+  // What was last verified, held against the intent and against what the
+  // agent has (`observed`; nullopt: nothing). intent && !agent: the agent
+  // lost it (a restart, or someone else's edit).
+  struct AsVerified {
+    bool intent = false;  // the intent still asks for exactly it
+    bool agent = false;   // the agent still has exactly it
+  };
+  static AsVerified CompareToVerified(const DesiredExport& want, const LastVerified& last,
+                                      const std::optional<agent_api::Export>& observed);
   // What a pass that changed the agent repaired (the cause label of
   // pillar_controller_repairs_total), or null when it applied a new intent
   // (a publish, an expansion).
