@@ -788,7 +788,7 @@ s4() {
   # consumer-b's detach below runs before the waits start polling: the
   # figures come from the controller's log (the storage guest's clock, as
   # t0), the waits only check that it happened.
-  local clog skip us nlog nskip when
+  local clog skip us nlog nskip when t_seen=
   clog="$(vm_dir storage)/share/out/controller.log"
   skip="$(wc -l <"$clog")"
   nlog="$(vm_dir consumer-a)/share/out/node.log"
@@ -806,6 +806,7 @@ s4() {
     # A known node's new address is logged as its identity changing.
     if us="$(log_us "$clog" "$skip" '"msg":"node identity changed"' '"node":"consumer-a"' "\"$A_IP2\"")"; then
       ms=$(((us - t0) / 1000))
+      t_seen=$us
     fi
     metric "s4 IP change -> pillar-node re-reported its address" "$ms"
     treg=$t0
@@ -820,21 +821,22 @@ s4() {
   fi
   ms="$(wait_until "$treg" "$CEILING" bash -c 'bash "$1" nfs-has "$2" "$3" && ! bash "$1" nfs-has "$2" "$4"' \
     bash "$GH" "$path" "$A_IP2" "$A_IP")" || fail "the rule did not follow consumer-a to $A_IP2: $(exports_of)"
+  local t_fix=
   if ((node_ok)) && us="$(log_us "$clog" "$skip" '"msg":"export repaired"' '"volume":"s4-nfs"' "$A_IP2")"; then
     ms=$(((us - t0) / 1000))
+    t_fix=$us
   fi
   metric "s4 $( ((node_ok)) && echo 'IP change' || echo 'direct re-registration') -> NFS rule follows (new IP in, old IP out)" "$ms"
   # The same path in two halves, each on one guest's clock (the figures above
   # start before the harness's command reaches the guest, which takes seconds
   # under emulation): the address in place -> pillar-node's report (consumer's
   # clock), and the controller learning it -> the rule repaired (storage's).
-  local t_ip t_rep t_seen t_fix
+  local t_ip t_rep
   if ((node_ok)) && t_ip="$(<"$when")" && [[ $t_ip =~ ^[0-9]+$ ]] &&
     t_rep="$(log_us "$nlog" "$nskip" '"msg":"node identity reported"' "\"$A_IP2\"")"; then
     metric "s4 address in place -> pillar-node reported it (consumer's clock)" "$(((t_rep - t_ip) / 1000))"
   fi
-  if ((node_ok)) && t_seen="$(log_us "$clog" "$skip" '"msg":"node identity changed"' '"node":"consumer-a"' "\"$A_IP2\"")" &&
-    t_fix="$(log_us "$clog" "$skip" '"msg":"export repaired"' '"volume":"s4-nfs"' "$A_IP2")"; then
+  if [[ -n $t_seen && -n $t_fix ]]; then
     metric "s4 controller learned the address -> NFS rule follows (storage's clock)" "$(((t_fix - t_seen) / 1000))"
   fi
   has_rule "$path" "$A_IP2" || fail "no rule for $A_IP2 on $path"
